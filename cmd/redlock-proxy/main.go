@@ -1,0 +1,112 @@
+// Command redlock-proxy serves the Redis protocol in front of N independent
+// Redis masters and turns lock commands into Redlock quorum operations.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "redlock-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "config.toml", "configuration file (TOML)")
+	check := fs.Bool("check-config", false, "validate the configuration and exit")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version {
+		fmt.Println("redlock-proxy", proxy.Version)
+		return nil
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintln(stderr, "configuration OK:", *path)
+		return nil
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := proxy.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if _, err := srv.Listen(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return err
+	case s := <-sig:
+		log.Info().Str("signal", s.String()).Msg("shutting down")
+		_ = srv.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		return nil
+	}
+}
+
+// loadConfig reads a TOML file over the defaults; an unknown key is an error
+// that names it.
+func loadConfig(path string) (proxy.Config, error) {
+	cfg := proxy.DefaultConfig()
+	md, err := toml.DecodeFile(path, &cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return cfg, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// newLogger logs JSON, or readable console output when format is "console",
+// or "auto" and stderr is a terminal.
+func newLogger(c proxy.LogConfig, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(c.Level)
+	if err != nil || c.Level == "" {
+		return zerolog.Logger{}, errors.New("log.level: " + c.Level + " is not one of trace, debug, info, warn, error")
+	}
+	if f, ok := w.(*os.File); c.Format == "console" || (c.Format == "auto" && ok && isatty.IsTerminal(f.Fd())) {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}

@@ -1,0 +1,132 @@
+// Package redistest starts real redis-server processes for tests, on free
+// loopback ports, and stops them when the test ends.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string
+	Port int
+	t    testing.TB
+	args []string
+	cmd  *exec.Cmd
+}
+
+// Require fails the test when redis-server is missing and CI=true, and
+// skips it otherwise.
+func Require(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed; CI must install it (apt-get install redis-server)")
+		}
+		t.Skip("redis-server not installed")
+	}
+	return path
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start runs a redis-server with no persistence on a free port; extra
+// arguments are passed as config directives ("--appendonly", "yes").
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	Require(t)
+	s := &Server{t: t, Port: FreePort(t)}
+	s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
+	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "no"}, extra...)
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// StartN starts n servers.
+func StartN(t testing.TB, n int, extra ...string) []*Server {
+	out := make([]*Server, n)
+	for i := range out {
+		out[i] = Start(t, extra...)
+	}
+	return out
+}
+
+// Addrs lists the servers' addresses.
+func Addrs(ss []*Server) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", s.args...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	c := s.Client()
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s did not answer PING", s.Addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Client returns a direct client of this server.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, Protocol: 2})
+}
+
+// Kill stops the server with SIGKILL and waits for it.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	_, _ = s.cmd.Process.Wait()
+	s.cmd = nil
+}
+
+// Restart kills the server and starts a new, empty one on the same port.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.start()
+}
+
+// Stop freezes the server with SIGSTOP; Cont resumes it.
+func (s *Server) Stop() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Cont resumes a stopped server.
+func (s *Server) Cont() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// String names the server.
+func (s *Server) String() string { return fmt.Sprintf("redis@%s", s.Addr) }

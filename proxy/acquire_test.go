@@ -1,0 +1,202 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+func TestAcquireForms(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	at := strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10)
+	ex := strconv.FormatInt(time.Now().Add(30*time.Second).Unix(), 10)
+	forms := [][]any{
+		{"SET", "", "v", "NX", "PX", "10000"},
+		{"set", "", "v", "px", "10000", "nx"},
+		{"SeT", "", "v", "Ex", "10", "nX"},
+		{"SET", "", "v", "NX", "EX", "10"},
+		{"SET", "", "v", "PXAT", at, "NX"},
+		{"SET", "", "v", "NX", "EXAT", ex},
+	}
+	for i, f := range forms {
+		key := e.key(strconv.Itoa(i))
+		f[1] = key
+		v, err := e.do(f...)
+		mustEqual(t, "first acquire reply", v, any("OK"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.do(f...)
+		mustEqual(t, "second acquire", err, error(redis.Nil))
+		eventually(t, "all masters hold it", func() bool { return count(e.onMasters(key), "v") == 3 })
+		pttl, _ := e.do("PTTL", key)
+		if p := pttl.(int64); p <= 0 || p > 30000 {
+			t.Fatalf("form %v: PTTL %d", f, p)
+		}
+	}
+}
+
+func TestHeldOnMajorityElsewhere(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.seed(key, "other", 10*time.Second, 0, 1)
+	_, err := e.do("SET", key, "mine", "NX", "PX", 10000)
+	mustEqual(t, "reply", err, error(redis.Nil))
+	mustEqual(t, "masters holding our token", count(e.onMasters(key), "mine"), 0)
+}
+
+func TestHeldOnMinority(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.seed(key, "other", 10*time.Second, 2)
+	v, err := e.do("SET", key, "mine", "NX", "PX", 10000)
+	if err != nil || v != "OK" {
+		t.Fatalf("got %v %v, want OK", v, err)
+	}
+	mustEqual(t, "masters holding our token", count(e.onMasters(key), "mine"), 2)
+	got, _ := e.do("GET", key)
+	mustEqual(t, "GET answers the majority value", got, any("mine"))
+}
+
+func TestTTLTooShortForDrift(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Redlock.RetryCount = 0 })
+	key := e.key("k")
+	// validity = 2 - elapsed - (2·0.01 + 2 ms) < 0 whatever elapsed is.
+	_, err := e.do("SET", key, "mine", "NX", "PX", 2)
+	mustEqual(t, "reply", err, error(redis.Nil))
+	time.Sleep(50 * time.Millisecond)
+	mustEqual(t, "masters holding our token", count(e.onMasters(key), "mine"), 0)
+	// The same lock with room to spare is granted.
+	v, _ := e.do("SET", key, "mine", "NX", "PX", 1000)
+	mustEqual(t, "reply with a longer PX", v, any("OK"))
+}
+
+func TestOneMasterKilled(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.masters[1].Kill()
+	key := e.key("k")
+	start := time.Now()
+	v, err := e.do("SET", key, "mine", "NX", "PX", 10000)
+	if err != nil || v != "OK" {
+		t.Fatalf("got %v %v, want OK", v, err)
+	}
+	// Bounded: the dead master costs at most the node timeout, never more.
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("acquire with one master down took %s", d)
+	}
+	vals := e.onMasters(key)
+	mustEqual(t, "survivors holding it", vals[0]+vals[2], "minemine")
+}
+
+func TestTwoMastersKilled(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.masters[0].Kill()
+	e.masters[2].Kill()
+	key := e.key("k")
+	start := time.Now()
+	_, err := e.do("SET", key, "mine", "NX", "PX", 10000)
+	if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("got %v, want a NOQUORUM error", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("refusal took %s", d)
+	}
+	c := e.masters[1].Client()
+	defer c.Close()
+	n, _ := c.Exists(context.Background(), key).Result()
+	mustEqual(t, "our value left on the survivor", n, int64(0))
+	pong, err := e.do("PING")
+	mustEqual(t, "proxy still answers", pong, any("PONG"))
+}
+
+func TestSplitVoteRetried(t *testing.T) {
+	for _, tc := range []struct {
+		retries int
+		want    any
+	}{{0, nil}, {40, "OK"}} {
+		t.Run(strconv.Itoa(tc.retries), func(t *testing.T) {
+			e := newEnv(t, 3, func(c *proxy.Config) {
+				c.Redlock.RetryCount = tc.retries
+				c.Redlock.RetryDelay = proxy.Duration{Duration: 20 * time.Millisecond}
+			})
+			key := e.key("k")
+			// Two different holders on one master each: no majority for anyone.
+			e.seed(key, "a", 300*time.Millisecond, 0)
+			e.seed(key, "b", 300*time.Millisecond, 1)
+			v, err := e.do("SET", key, "mine", "NX", "PX", 10000)
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				mustEqual(t, "reply without retries", err, error(redis.Nil))
+				mustEqual(t, "our token left", count(e.onMasters(key), "mine"), 0)
+			} else {
+				mustEqual(t, "reply with retries", v, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetNXWithoutExpiry(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	v, _ := e.do("SET", key, "mine", "NX")
+	mustEqual(t, "SET NX", v, any("OK"))
+	p, _ := e.do("PTTL", key)
+	mustEqual(t, "PTTL of a lock with no TTL", p, any(int64(-1)))
+	n, _ := e.do("SETNX", key, "x")
+	mustEqual(t, "SETNX on a held key", n, any(int64(0)))
+	n, _ = e.do("SETNX", e.key("k2"), "x")
+	mustEqual(t, "SETNX on a free key", n, any(int64(1)))
+	eventually(t, "all masters hold the SETNX value", func() bool { return count(e.onMasters(e.key("k2")), "x") == 3 })
+}
+
+func TestSetNXGet(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	_, err := e.do("SET", key, "first", "NX", "GET", "PX", 10000)
+	mustEqual(t, "NX GET on an absent key answers nil", err, error(redis.Nil))
+	eventually(t, "NX GET sets it", func() bool { return count(e.onMasters(key), "first") == 3 })
+	v, err := e.do("SET", key, "second", "NX", "GET", "PX", 10000)
+	mustEqual(t, "NX GET on a held key answers the old value", v, any("first"))
+	mustEqual(t, "and leaves it", count(e.onMasters(key), "first"), 3)
+}
+
+func TestBadSetArguments(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	cases := []struct {
+		args []any
+		want string
+	}{
+		{[]any{"SET", key}, "ERR wrong number of arguments for 'set' command"},
+		{[]any{"SET", key, "v", "NX", "XX"}, "ERR syntax error"},
+		{[]any{"SET", key, "v", "NX", "PX"}, "ERR syntax error"},
+		{[]any{"SET", key, "v", "NX", "PX", "10", "EX", "10"}, "ERR syntax error"},
+		{[]any{"SET", key, "v", "NX", "BOGUS"}, "ERR syntax error"},
+		{[]any{"SET", key, "v", "NX", "PX", "abc"}, "ERR value is not an integer or out of range"},
+		{[]any{"SET", key, "v", "NX", "PX", "0"}, "ERR invalid expire time in 'set' command"},
+		{[]any{"SET", key, "v", "NX", "EX", "-5"}, "ERR invalid expire time in 'set' command"},
+		{[]any{"SET", key, "v", "KEEPTTL", "PX", "5"}, "ERR syntax error"},
+	}
+	for _, c := range cases {
+		_, err := e.do(c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: got %v, want %q", c.args, err, c.want)
+		}
+		// Redis itself answers the same.
+		d := e.masters[0].Client()
+		_, derr := d.Do(context.Background(), c.args...).Result()
+		d.Close()
+		if derr == nil || derr.Error() != c.want {
+			t.Errorf("%v: redis-server answers %v, the test expects %q", c.args, derr, c.want)
+		}
+	}
+	mustEqual(t, "nothing locked", count(e.onMasters(key), ""), 3)
+}

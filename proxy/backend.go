@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"time"
+)
+
+// backendConn is one raw connection to the passthrough backend. Replies are
+// copied to the client byte for byte, so status, bulk and error replies keep
+// their exact form.
+type backendConn struct {
+	nc  net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+// do sends one command and returns its raw reply, valid until the next call.
+// timeout 0 waits without a deadline (blocking commands).
+func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	_ = b.nc.SetDeadline(deadline)
+	b.buf = appendCommand(b.buf[:0], args)
+	if _, err := b.nc.Write(b.buf); err != nil {
+		return nil, err
+	}
+	var err error
+	b.buf, err = readReply(b.r, b.buf[:0])
+	return b.buf, err
+}
+
+func (b *backendConn) close() { _ = b.nc.Close() }
+
+// backend dials and pools connections to the passthrough backend.
+type backend struct {
+	addr     string
+	password string
+	timeout  time.Duration
+	idle     chan *backendConn
+}
+
+func newBackend(addr, password string, timeout time.Duration, poolSize int) *backend {
+	return &backend{addr: addr, password: password, timeout: timeout, idle: make(chan *backendConn, poolSize)}
+}
+
+func (p *backend) dial() (*backendConn, error) {
+	nc, err := net.DialTimeout("tcp", p.addr, p.timeout)
+	if err != nil {
+		return nil, err
+	}
+	b := &backendConn{nc: nc, r: bufio.NewReaderSize(nc, 16<<10)}
+	if p.password != "" {
+		reply, err := b.do([][]byte{[]byte("AUTH"), []byte(p.password)}, p.timeout)
+		if err != nil || len(reply) == 0 || reply[0] != '+' {
+			b.close()
+			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)
+		}
+	}
+	return b, nil
+}
+
+// get takes an idle pooled connection or dials a new one.
+func (p *backend) get() (*backendConn, error) {
+	select {
+	case b := <-p.idle:
+		return b, nil
+	default:
+		return p.dial()
+	}
+}
+
+// put returns a healthy connection to the pool, or closes it when full.
+func (p *backend) put(b *backendConn) {
+	select {
+	case p.idle <- b:
+	default:
+		b.close()
+	}
+}
+
+func (p *backend) close() {
+	for {
+		select {
+		case b := <-p.idle:
+			b.close()
+		default:
+			return
+		}
+	}
+}

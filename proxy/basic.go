@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
+)
+
+func cmdPing(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.WriteString("PONG")
+	case 2:
+		c.WriteBulk(args[1])
+	default:
+		wrongArgs(c, "ping")
+	}
+}
+
+func cmdEcho(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 2 {
+		wrongArgs(c, "echo")
+		return
+	}
+	c.WriteBulk(args[1])
+}
+
+func cmdQuit(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	c.WriteString("OK")
+	c.Close()
+}
+
+// cmdSelect accepts database 0 only: lock keys live in one keyspace on every
+// master, as in Redis Cluster, which also refuses SELECT.
+func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 2 {
+		wrongArgs(c, "select")
+		return
+	}
+	n, err := parseInt(args[1])
+	switch {
+	case err != nil:
+		c.WriteError("ERR value is not an integer or out of range")
+	case n != 0:
+		c.WriteError("ERR redlock-proxy serves database 0 only")
+	default:
+		c.WriteString("OK")
+	}
+}
+
+func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	switch len(args) {
+	case 2:
+		c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case 3:
+		c.WriteString("OK") // the default user has no password: any password is accepted, as on Redis
+	default:
+		c.WriteError("ERR syntax error")
+	}
+}
+
+func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if st.pinned != nil {
+		st.pinned.close()
+	}
+	*st = client{id: st.id}
+	c.WriteString("RESET")
+}
+
+// cmdHello speaks RESP2 only; HELLO 3 answers NOPROTO so clients such as
+// go-redis v9 and redis-py fall back to RESP2.
+func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) > 1 {
+		v, err := parseInt(args[1])
+		if err != nil {
+			c.WriteError("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 {
+			c.WriteError("NOPROTO unsupported protocol version")
+			return
+		}
+		for i := 2; i < len(args); i++ {
+			switch strings.ToLower(string(args[i])) {
+			case "auth":
+				if i+2 >= len(args) {
+					c.WriteError("ERR Syntax error in HELLO option 'auth'")
+					return
+				}
+				i += 2
+			case "setname":
+				if i+1 >= len(args) {
+					c.WriteError("ERR Syntax error in HELLO option 'setname'")
+					return
+				}
+				i++
+				if !validName(args[i]) {
+					c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
+					return
+				}
+				st.name = string(args[i])
+			default:
+				c.WriteError("ERR Syntax error in HELLO option '" + string(args[i]) + "'")
+				return
+			}
+		}
+	}
+	c.WriteArray(14)
+	c.WriteBulkString("server")
+	c.WriteBulkString("redis")
+	c.WriteBulkString("version")
+	c.WriteBulkString(redisVersion)
+	c.WriteBulkString("proto")
+	c.WriteInt(2)
+	c.WriteBulkString("id")
+	c.WriteInt64(st.id)
+	c.WriteBulkString("mode")
+	c.WriteBulkString("standalone")
+	c.WriteBulkString("role")
+	c.WriteBulkString("master")
+	c.WriteBulkString("modules")
+	c.WriteArray(0)
+}
+
+// redisVersion is the Redis version the proxy reports: the command set it
+// serves is that of Redis 7.0, and clients gate features on this number.
+const redisVersion = "7.0.0"
+
+func validName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, "client")
+		return
+	}
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "setname" && len(args) == 3:
+		if !validName(args[2]) {
+			c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		st.name = string(args[2])
+		c.WriteString("OK")
+	case sub == "getname" && len(args) == 2:
+		if st.name == "" {
+			c.WriteNull()
+		} else {
+			c.WriteBulkString(st.name)
+		}
+	case sub == "id" && len(args) == 2:
+		c.WriteInt64(st.id)
+	case sub == "setinfo" && len(args) == 4:
+		switch strings.ToLower(string(args[2])) {
+		case "lib-name":
+			st.libName = string(args[3])
+		case "lib-ver":
+			st.libVer = string(args[3])
+		default:
+			c.WriteError("ERR Unrecognized option '" + string(args[2]) + "'")
+			return
+		}
+		c.WriteString("OK")
+	case sub == "info" && len(args) == 2:
+		c.WriteBulkString(s.clientLine(c, st) + "\n")
+	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
+		c.WriteString("OK")
+	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info":
+		c.WriteError("ERR wrong number of arguments for 'client|" + sub + "' command")
+	default:
+		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(sub) + " is not supported through the proxy")
+	}
+}
+
+func (s *Server) clientLine(c redcon.Conn, st *client) string {
+	return "id=" + strconv.FormatInt(st.id, 10) + " addr=" + c.RemoteAddr() + " name=" + st.name +
+		" db=0 multi=" + strconv.FormatBool(st.multi) + " lib-name=" + st.libName + " lib-ver=" + st.libVer
+}
+
+// parseInt parses a Redis integer argument strictly (no spaces, no '+').
+func parseInt(b []byte) (int64, error) {
+	if len(b) == 0 || b[0] == '+' || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') {
+		if len(b) == 1 && b[0] == '0' {
+			return 0, nil
+		}
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}

@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/redcon"
+)
+
+// handler serves one command of one client.
+type handler func(s *Server, c redcon.Conn, st *client, args [][]byte)
+
+// commands is the proxy's command table, by lower-case name. Commands not in
+// it pass through to the backend.
+var commands map[string]handler
+
+func init() {
+	commands = map[string]handler{
+		"ping": cmdPing, "echo": cmdEcho, "quit": cmdQuit, "hello": cmdHello,
+		"client": cmdClient, "info": cmdInfo, "select": cmdSelect, "auth": cmdAuth,
+		"reset": cmdReset,
+
+		"set": cmdSet, "setnx": cmdSetNX, "get": cmdGet, "exists": cmdExists,
+		"del": cmdDel, "unlink": cmdDel, "pttl": cmdPTTL, "ttl": cmdPTTL,
+		"pexpire": cmdExpire, "expire": cmdExpire, "pexpireat": cmdExpire, "expireat": cmdExpire,
+		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel,
+
+		"eval": cmdEval, "evalsha": cmdEval, "script": cmdScript,
+
+		"multi": cmdMulti, "exec": cmdExec, "discard": cmdDiscard,
+		"watch": cmdPinned, "unwatch": cmdPinned,
+
+		"subscribe": cmdRefuse, "psubscribe": cmdRefuse, "ssubscribe": cmdRefuse,
+		"unsubscribe": cmdRefuse, "punsubscribe": cmdRefuse, "sunsubscribe": cmdRefuse,
+		"monitor": cmdRefuse, "sync": cmdRefuse, "psync": cmdRefuse, "replicaof": cmdRefuse,
+		"slaveof": cmdRefuse, "shutdown": cmdRefuse, "swapdb": cmdRefuse, "move": cmdRefuse,
+		"migrate": cmdRefuse, "failover": cmdRefuse,
+	}
+	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
+		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
+		commands[name] = cmdBlocking
+	}
+}
+
+func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
+	st, _ := c.Context().(*client)
+	if st == nil || len(cmd.Args) == 0 {
+		return
+	}
+	name := lower(cmd.Args[0])
+	h, ok := commands[name]
+	if st.multi && !queueable(name) {
+		h, ok = nil, false
+		if s.touchesLockKey(name, cmd.Args) {
+			st.dirty = true
+			c.WriteError("ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted")
+			return
+		}
+	}
+	if !ok {
+		s.forward(c, st, cmd.Args, false)
+		return
+	}
+	h(s, c, st, cmd.Args)
+}
+
+// lockCommands are the commands that may touch a lock key on the quorum.
+var lockCommands = map[string]struct{}{
+	"set": {}, "setnx": {}, "get": {}, "exists": {}, "del": {}, "unlink": {}, "pttl": {},
+	"ttl": {}, "pexpire": {}, "expire": {}, "pexpireat": {}, "expireat": {}, "persist": {},
+	"setex": {}, "psetex": {}, "getdel": {}, "eval": {}, "evalsha": {},
+}
+
+// touchesLockKey reports whether a command would run on the quorum.
+func (s *Server) touchesLockKey(name string, args [][]byte) bool {
+	if _, lock := lockCommands[name]; !lock || len(args) < 2 {
+		return false
+	}
+	keys := args[1:2]
+	switch name {
+	case "eval", "evalsha":
+		keys = nil
+		if n, err := parseInt(args[2]); len(args) > 2 && err == nil && n > 0 && int(n) <= len(args)-3 {
+			keys = args[3 : 3+n]
+		}
+	case "del", "unlink", "exists":
+		keys = args[1:]
+	}
+	for _, k := range keys {
+		if s.isLockKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// queueable lists what the proxy itself handles while a client is in MULTI;
+// everything else is queued on the client's backend connection.
+func queueable(name string) bool {
+	switch name {
+	case "exec", "discard", "multi", "quit", "reset", "watch":
+		return true
+	}
+	return false
+}
+
+func lower(b []byte) string {
+	for _, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			return string(bytes.ToLower(b))
+		}
+	}
+	return string(b)
+}
+
+func wrongArgs(c redcon.Conn, name string) {
+	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(name) + "' command")
+}
+
+// forward passes a command through to the backend: on the client's pinned
+// connection if it has one, else on a pooled connection.
+func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
+	s.stats.passthrough.Add(1)
+	bc, pooled, err := s.backendFor(st, pin)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
+		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
+		return
+	}
+	timeout := s.cfg.Proxy.PassthroughTimeout.Duration
+	if pin && !st.multi {
+		timeout = 0 // blocking commands wait as long as the client asked
+	}
+	reply, err := bc.do(args, timeout)
+	if err != nil {
+		bc.close()
+		if !pooled {
+			st.pinned, st.multi, st.dirty = nil, false, false
+		}
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+		return
+	}
+	c.WriteRaw(reply)
+	if pooled {
+		s.be.put(bc)
+	}
+}
+
+func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool, err error) {
+	if st.pinned != nil {
+		return st.pinned, false, nil
+	}
+	if !pin {
+		bc, err = s.be.get()
+		return bc, true, err
+	}
+	bc, err = s.be.dial()
+	if err == nil {
+		st.pinned = bc
+	}
+	return bc, false, err
+}
+
+func cmdRefuse(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(string(args[0])) + "' is not supported through the proxy; connect to a master directly")
+}
+
+// cmdBlocking runs a blocking command on the client's own backend
+// connection, so it does not hold a pooled one or time out early.
+func cmdBlocking(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	s.forward(c, st, args, true)
+}
+
+// cmdPinned runs WATCH/UNWATCH on the client's own backend connection.
+func cmdPinned(s *Server, c redcon.Conn, st *client, args [][]byte) { s.forward(c, st, args, true) }
+
+func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if st.multi {
+		c.WriteError("ERR MULTI calls can not be nested")
+		return
+	}
+	s.forward(c, st, args, true)
+	st.multi, st.dirty = st.pinned != nil, false
+}
+
+func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if !st.multi {
+		c.WriteError("ERR EXEC without MULTI")
+		return
+	}
+	if st.dirty {
+		s.forward(nullConn{}, st, [][]byte{[]byte("DISCARD")}, true)
+		st.multi, st.dirty = false, false
+		c.WriteError("EXECABORT Transaction discarded because of previous errors.")
+		return
+	}
+	s.forward(c, st, args, true)
+	st.multi = false
+}
+
+func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if !st.multi {
+		c.WriteError("ERR DISCARD without MULTI")
+		return
+	}
+	s.forward(c, st, args, true)
+	st.multi, st.dirty = false, false
+}

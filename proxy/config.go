@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Duration is a time.Duration that reads from TOML strings such as "100ms".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"100ms\", \"30s\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText prints the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the proxy's configuration; config.toml at the repository root
+// documents every field.
+type Config struct {
+	Proxy   ProxyConfig   `toml:"proxy"`
+	Redlock RedlockConfig `toml:"redlock"`
+	Log     LogConfig     `toml:"log"`
+}
+
+// ProxyConfig is the client-facing side.
+type ProxyConfig struct {
+	Listen             string   `toml:"listen"`
+	Backend            string   `toml:"backend"`
+	LockKeys           []string `toml:"lock_keys"`
+	PassthroughTimeout Duration `toml:"passthrough_timeout"`
+	MaxClients         int      `toml:"max_clients"`
+	IdleTimeout        Duration `toml:"idle_timeout"`
+}
+
+// RedlockConfig is the quorum side.
+type RedlockConfig struct {
+	Masters      []string `toml:"masters"`
+	Password     string   `toml:"password"`
+	Quorum       int      `toml:"quorum"`
+	NodeTimeout  Duration `toml:"node_timeout"`
+	DriftFactor  float64  `toml:"drift_factor"`
+	RetryCount   int      `toml:"retry_count"`
+	RetryDelay   Duration `toml:"retry_delay"`
+	GuardWindow  Duration `toml:"restart_guard_window"`
+	RestartGuard bool     `toml:"restart_guard"`
+	PoolSize     int      `toml:"pool_size"`
+}
+
+// LogConfig sets logging.
+type LogConfig struct {
+	Level  string `toml:"level"`
+	Format string `toml:"format"` // "json", "console" or "auto"
+}
+
+// DefaultConfig returns the defaults that config.toml documents.
+func DefaultConfig() Config {
+	return Config{
+		Proxy: ProxyConfig{
+			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
+			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
+		},
+		Redlock: RedlockConfig{
+			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
+			RetryCount: 3, RetryDelay: Duration{50 * time.Millisecond},
+			GuardWindow: Duration{60 * time.Second}, RestartGuard: true, PoolSize: 64,
+		},
+		Log: LogConfig{Level: "info", Format: "auto"},
+	}
+}
+
+// Validate reports the first bad value, naming its key.
+func (c *Config) Validate() error {
+	if err := checkAddr("proxy.listen", c.Proxy.Listen); err != nil {
+		return err
+	}
+	n := len(c.Redlock.Masters)
+	if n == 0 {
+		return errors.New("redlock.masters: at least one master is needed (3 or 5 recommended)")
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Redlock.Masters {
+		if err := checkAddr("redlock.masters", m); err != nil {
+			return err
+		}
+		if seen[m] {
+			return fmt.Errorf("redlock.masters: %q is listed twice", m)
+		}
+		seen[m] = true
+	}
+	if c.Proxy.Backend != "" {
+		if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
+			return err
+		}
+	}
+	r := c.Redlock
+	switch {
+	case r.Quorum != 0 && (r.Quorum <= n/2 || r.Quorum > n):
+		return fmt.Errorf("redlock.quorum: %d is not a majority of %d masters (want %d..%d, or 0 for %d)", r.Quorum, n, n/2+1, n, n/2+1)
+	case r.NodeTimeout.Duration <= 0:
+		return errors.New("redlock.node_timeout: must be positive")
+	case r.DriftFactor < 0 || r.DriftFactor >= 0.5:
+		return fmt.Errorf("redlock.drift_factor: %v is outside [0, 0.5)", r.DriftFactor)
+	case r.RetryCount < 0:
+		return errors.New("redlock.retry_count: must not be negative")
+	case r.RetryDelay.Duration < 0:
+		return errors.New("redlock.retry_delay: must not be negative")
+	case r.RestartGuard && r.GuardWindow.Duration <= 0:
+		return errors.New("redlock.restart_guard_window: must be positive while restart_guard is on")
+	case r.PoolSize <= 0:
+		return errors.New("redlock.pool_size: must be positive")
+	case c.Proxy.PassthroughTimeout.Duration <= 0:
+		return errors.New("proxy.passthrough_timeout: must be positive")
+	case c.Proxy.MaxClients <= 0:
+		return errors.New("proxy.max_clients: must be positive")
+	case c.Proxy.IdleTimeout.Duration < 0:
+		return errors.New("proxy.idle_timeout: must not be negative")
+	}
+	switch c.Log.Format {
+	case "json", "console", "auto":
+	default:
+		return fmt.Errorf("log.format: %q is not one of json, console, auto", c.Log.Format)
+	}
+	return nil
+}
+
+func checkAddr(key, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%s: %q is not host:port", key, addr)
+	}
+	return nil
+}
+
+// backendAddr is the passthrough backend: proxy.backend, else the first master.
+func (c *Config) backendAddr() string {
+	if c.Proxy.Backend != "" {
+		return c.Proxy.Backend
+	}
+	return c.Redlock.Masters[0]
+}

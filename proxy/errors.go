@@ -1,0 +1,27 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// errorReply maps an error of a quorum operation to the RESP error a client
+// sees. Master addresses and credentials never reach clients.
+func errorReply(err error) string {
+	var qe *redlock.QuorumError
+	var re redis.Error
+	switch {
+	case errors.As(err, &qe):
+		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
+	case errors.As(err, &re):
+		return re.Error()
+	}
+	return "ERR redlock-proxy: quorum operation failed"
+}
+
+func writeErr(c redcon.Conn, err error) { c.WriteError(errorReply(err)) }

@@ -1,0 +1,186 @@
+package proxy
+
+import (
+
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// cmdEval runs EVAL and EVALSHA. A recognised lock script on a lock key runs
+// as a quorum operation; any other script passes through to the backend.
+// EVALSHA of a digest the proxy has not seen answers NOSCRIPT, never the
+// backend's copy, so that a lock script cannot run on one master alone.
+func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	name := strings.ToLower(string(args[0]))
+	if len(args) < 3 {
+		wrongArgs(c, name)
+		return
+	}
+	nk, err := parseInt(args[2])
+	switch {
+	case err != nil:
+		c.WriteError("ERR value is not an integer or out of range")
+		return
+	case nk < 0:
+		c.WriteError("ERR Number of keys can't be negative")
+		return
+	case nk > int64(len(args)-3):
+		c.WriteError("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	keys, argv := args[3:3+nk], args[3+nk:]
+	var src string
+	var spec *scriptSpec
+	if name == "evalsha" {
+		e, ok := s.scripts.get(string(args[1]))
+		if !ok {
+			c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+			return
+		}
+		src, spec = e.src, e.spec
+	} else {
+		src = string(args[1])
+		_, spec = s.scripts.add(src)
+	}
+	if spec == nil || len(keys) != 1 || !s.isLockKey(keys[0]) {
+		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
+		s.forward(c, st, fwd, false)
+		return
+	}
+	s.runScript(c, spec, string(keys[0]), argv)
+}
+
+func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][]byte) {
+	token, ok := arg(argv, spec.tokenArg)
+	if !ok {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+		return
+	}
+	ctx, cancel := s.opContext()
+	defer cancel()
+	q := s.rl.Quorum()
+	switch spec.kind {
+	case opRelease:
+		s.stats.releases.Add(1)
+		r, err := s.rl.Release(ctx, key, token)
+		switch {
+		case err != nil:
+			writeErr(c, err)
+		case r.Released(q):
+			c.WriteRaw([]byte(spec.ok))
+		case r.Absent >= q:
+			c.WriteRaw([]byte(spec.absent))
+		default:
+			c.WriteRaw([]byte(spec.notOwned))
+		}
+	case opExtend:
+		s.stats.extends.Add(1)
+		ttl, ok := ttlArg(c, spec, argv)
+		if !ok {
+			return
+		}
+		mode := spec.mode
+		if spec.addIf != nil && spec.addIf(argv) {
+			mode = redlock.ExtendAdd
+		}
+		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
+		switch {
+		case err != nil:
+			writeErr(c, err)
+		case extended:
+			c.WriteRaw([]byte(spec.ok))
+		case r.NoTTL > 0 && spec.noTTL != "":
+			c.WriteRaw([]byte(spec.noTTL))
+		case r.Absent >= q:
+			c.WriteRaw([]byte(spec.absent))
+		default:
+			c.WriteRaw([]byte(spec.notOwned))
+		}
+	case opAcquire:
+		ttl, ok := ttlArg(c, spec, argv)
+		if !ok {
+			return
+		}
+		s.acquire(c, key, token, ttl, false, func(ok bool) {
+			if ok {
+				c.WriteRaw([]byte(spec.ok))
+			} else {
+				c.WriteRaw([]byte(spec.notOwned))
+			}
+		})
+	case opOwnerTTL:
+		k, err := s.rl.Read(ctx, key)
+		switch {
+		case err != nil:
+			writeErr(c, err)
+		case !k.Exists:
+			c.WriteRaw([]byte(spec.absent))
+		case k.Value != token:
+			c.WriteRaw([]byte(spec.notOwned))
+		case k.PTTL < 0 && spec.positive:
+			c.WriteInt(0)
+		default:
+			c.WriteInt64(int64(k.PTTL / time.Millisecond))
+		}
+	}
+}
+
+func arg(argv [][]byte, i int) (string, bool) {
+	if i < 0 || i >= len(argv) {
+		return "", false
+	}
+	return string(argv[i]), true
+}
+
+// ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
+func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool) {
+	v, ok := arg(argv, spec.ttlArg)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil || n < 0 || n > int64(1<<62)/int64(spec.ttlUnit) {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
+		return 0, false
+	}
+	return time.Duration(n) * spec.ttlUnit, true
+}
+
+// cmdScript answers SCRIPT LOAD, EXISTS and FLUSH from the proxy's own cache,
+// which is what EVALSHA looks in; other subcommands pass through.
+func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, "script")
+		return
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "load":
+		if len(args) != 3 {
+			c.WriteError("ERR wrong number of arguments for 'script|load' command")
+			return
+		}
+		sha, _ := s.scripts.add(string(args[2]))
+		c.WriteBulkString(sha)
+	case "exists":
+		if len(args) < 3 {
+			c.WriteError("ERR wrong number of arguments for 'script|exists' command")
+			return
+		}
+		c.WriteArray(len(args) - 2)
+		for _, sha := range args[2:] {
+			if _, ok := s.scripts.get(string(sha)); ok {
+				c.WriteInt(1)
+			} else {
+				c.WriteInt(0)
+			}
+		}
+	case "flush":
+		s.scripts.flush()
+		s.forward(c, st, args, false)
+	default:
+		s.forward(c, st, args, false)
+	}
+}
+

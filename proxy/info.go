@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// cmdInfo answers the proxy's own INFO: its server fields, clients, lock
+// statistics and the state of each master. A section argument selects one
+// section, as on Redis.
+func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	want := "default"
+	if len(args) > 1 {
+		want = strings.ToLower(string(args[1]))
+	}
+	var b strings.Builder
+	section := func(name string, body func()) {
+		if want == "default" || want == "all" || want == "everything" || want == strings.ToLower(name) {
+			fmt.Fprintf(&b, "# %s\r\n", name)
+			body()
+			b.WriteString("\r\n")
+		}
+	}
+	section("Server", func() {
+		fmt.Fprintf(&b, "redis_version:%s\r\nredlock_proxy_version:%s\r\nredis_mode:standalone\r\nos:%s %s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n",
+			redisVersion, Version, runtime.GOOS, runtime.GOARCH, os.Getpid(), portOf(s.cfg.Proxy.Listen), int(time.Since(s.started).Seconds()))
+	})
+	section("Clients", func() {
+		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\n",
+			s.clients.Load(), s.cfg.Proxy.MaxClients, s.stats.connections.Load())
+	})
+	section("Redlock", func() {
+		ms := s.rl.Status()
+		up, guarded := 0, 0
+		for _, m := range ms {
+			if m.Up {
+				up++
+			}
+			if m.Guarded {
+				guarded++
+			}
+		}
+		fmt.Fprintf(&b, "masters:%d\r\nquorum:%d\r\nmasters_up:%d\r\nmasters_guarded:%d\r\nrestart_guard_window_ms:%d\r\n",
+			len(ms), s.rl.Quorum(), up, guarded, s.guardWindow().Milliseconds())
+		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\n",
+			s.stats.acquires.Load(), s.stats.acquireGranted.Load(), s.stats.acquireHeld.Load(), s.stats.acquireNoQuorum.Load(),
+			s.stats.acquireOther.Load(), s.stats.releases.Load(), s.stats.extends.Load(), s.stats.passthrough.Load())
+		for i, m := range ms {
+			state := "up"
+			if !m.Up {
+				state = "down"
+			}
+			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,restarts=%d,latency_us=%d,run_id=%s\r\n",
+				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.Restarts, m.LastLatency.Microseconds(), m.RunID)
+		}
+	})
+	c.WriteBulkString(b.String())
+}
+
+func (s *Server) guardWindow() time.Duration {
+	if !s.cfg.Redlock.RestartGuard {
+		return 0
+	}
+	return s.cfg.Redlock.GuardWindow.Duration
+}
+
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

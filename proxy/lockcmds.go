@@ -1,0 +1,429 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// opContext bounds one quorum operation: every master has the node timeout,
+// retries add their delays; this is a backstop against a hang.
+func (s *Server) opContext() (context.Context, context.CancelFunc) {
+	r := s.cfg.Redlock
+	d := r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
+	return context.WithTimeout(context.Background(), d)
+}
+
+func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	o, msg := parseSet(args)
+	if msg != "" {
+		c.WriteError(msg)
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	if !o.nx {
+		s.broadcastMajority(c, toAny(args))
+		return
+	}
+	ttl := o.ttl(time.Now())
+	if o.expire != "" && ttl <= 0 {
+		// An absolute time already past: Redis would store and drop it at
+		// once; as a lock it has no validity, so nothing is stored.
+		s.stats.acquires.Add(1)
+		s.stats.acquireOther.Add(1)
+		c.WriteNull()
+		return
+	}
+	s.acquire(c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
+		if ok {
+			c.WriteString("OK")
+		} else {
+			c.WriteNull()
+		}
+	})
+}
+
+// cmdSetNX is SET NX with no expiry, answered 1 or 0.
+func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 3 {
+		wrongArgs(c, "setnx")
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	s.acquire(c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
+		if ok {
+			c.WriteInt(1)
+		} else {
+			c.WriteInt(0)
+		}
+	})
+}
+
+// acquire runs a quorum acquire and answers through reply, or with the
+// previous value for SET … NX GET.
+func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	s.stats.acquires.Add(1)
+	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
+	s.countAcquire(err)
+	var qe *redlock.QuorumError
+	switch {
+	case errors.As(err, &qe):
+		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
+		writeErr(c, err)
+	case err != nil && !errors.Is(err, redlock.ErrNotAcquired):
+		writeErr(c, err)
+	case !get:
+		reply(err == nil)
+	case err == nil:
+		c.WriteNull() // NX GET: the key was absent and is now set
+	case r.Prev != nil:
+		c.WriteBulkString(*r.Prev)
+	default:
+		// Not granted, yet no value holds a quorum: a single Redis would
+		// never be in this state, and nil would claim the key was set.
+		c.WriteError("TRYAGAIN redlock-proxy: no value holds a quorum of masters; lock not acquired")
+	}
+}
+
+func (s *Server) countAcquire(err error) {
+	switch {
+	case err == nil:
+		s.stats.acquireGranted.Add(1)
+	case errors.Is(err, redlock.ErrHeld):
+		s.stats.acquireHeld.Add(1)
+	case errors.Is(err, redlock.ErrNoQuorum):
+		s.stats.acquireNoQuorum.Add(1)
+	default:
+		s.stats.acquireOther.Add(1)
+	}
+}
+
+func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 2 {
+		wrongArgs(c, "get")
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	k, err := s.read(args[1])
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case k.Exists:
+		c.WriteBulkString(k.Value)
+	default:
+		c.WriteNull()
+	}
+}
+
+func (s *Server) read(key []byte) (redlock.KeyState, error) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	return s.rl.Read(ctx, string(key))
+}
+
+func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	name := strings.ToLower(string(args[0]))
+	if len(args) != 2 {
+		wrongArgs(c, name)
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	k, err := s.read(args[1])
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case k.PTTL < 0:
+		c.WriteInt64(int64(k.PTTL))
+	case name == "ttl":
+		c.WriteInt64((k.PTTL.Milliseconds() + 500) / 1000) // rounded as Redis rounds
+	default:
+		c.WriteInt64(k.PTTL.Milliseconds())
+	}
+}
+
+// cmdExists counts the keys whose value is held by a quorum.
+func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, "exists")
+		return
+	}
+	n := int64(0)
+	var rest [][]byte
+	for _, key := range args[1:] {
+		if !s.isLockKey(key) {
+			rest = append(rest, key)
+			continue
+		}
+		k, err := s.read(key)
+		if err != nil {
+			writeErr(c, err)
+			return
+		}
+		if k.Exists {
+			n++
+		}
+	}
+	s.addPassthroughCount(c, st, args[0], rest, n)
+}
+
+// addPassthroughCount answers n plus what the backend counts for the keys
+// that are not lock keys.
+func (s *Server) addPassthroughCount(c redcon.Conn, st *client, cmd []byte, rest [][]byte, n int64) {
+	if len(rest) > 0 {
+		var cc countConn
+		s.forward(&cc, st, append([][]byte{cmd}, rest...), false)
+		if cc.err != "" {
+			c.WriteError(cc.err)
+			return
+		}
+		n += cc.n
+	}
+	c.WriteInt64(n)
+}
+
+// cmdDel deletes each lock key on every master and counts it as deleted
+// when a quorum deleted it.
+func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, strings.ToLower(string(args[0])))
+		return
+	}
+	n := int64(0)
+	var rest [][]byte
+	for _, key := range args[1:] {
+		if !s.isLockKey(key) {
+			rest = append(rest, key)
+			continue
+		}
+		ok, err := s.broadcastCount(args[0], key)
+		if err != nil {
+			writeErr(c, err)
+			return
+		}
+		if ok {
+			n++
+		}
+	}
+	s.addPassthroughCount(c, st, args[0], rest, n)
+}
+
+// cmdExpire runs PEXPIRE, EXPIRE, PEXPIREAT, EXPIREAT and PERSIST on every
+// master: 1 when a quorum applied it.
+func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	name := strings.ToLower(string(args[0]))
+	if (name == "persist" && len(args) != 2) || (name != "persist" && len(args) < 3) {
+		wrongArgs(c, name)
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	if name != "persist" {
+		if _, err := parseInt(args[2]); err != nil {
+			c.WriteError("ERR value is not an integer or out of range")
+			return
+		}
+	}
+	ok, err := s.broadcastCount(args...)
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case ok:
+		c.WriteInt(1)
+	default:
+		c.WriteInt(0)
+	}
+}
+
+func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 4 {
+		wrongArgs(c, strings.ToLower(string(args[0])))
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	if n, err := parseInt(args[2]); err != nil {
+		c.WriteError("ERR value is not an integer or out of range")
+		return
+	} else if n <= 0 {
+		c.WriteError("ERR invalid expire time in '" + strings.ToLower(string(args[0])) + "' command")
+		return
+	}
+	s.broadcastMajority(c, toAny(args))
+}
+
+func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) != 2 {
+		wrongArgs(c, "getdel")
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	s.broadcastMajority(c, toAny(args))
+}
+
+func toAny(args [][]byte) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = string(a)
+	}
+	return out
+}
+
+// answerKey groups equal answers of different masters.
+func answerKey(r redlock.Result) (string, bool) {
+	var re redis.Error
+	switch {
+	case r.Err == redis.Nil:
+		return "nil", true
+	case errors.As(r.Err, &re):
+		return "err:" + re.Error(), true
+	case r.Err != nil:
+		return "", false // not an answer: the master failed
+	}
+	return fmt.Sprintf("%T:%v", r.Val, r.Val), true
+}
+
+// majorityDone stops a broadcast once one answer has a quorum or none can.
+func majorityDone(n, quorum int) func([]redlock.Result) bool {
+	return func(got []redlock.Result) bool {
+		best := 0
+		counts := map[string]int{}
+		for _, r := range got {
+			if k, ok := answerKey(r); ok {
+				counts[k]++
+				best = max(best, counts[k])
+			}
+		}
+		return best >= quorum || best+n-len(got) < quorum
+	}
+}
+
+// broadcastMajority sends a write to every master and answers what a quorum
+// of them answered.
+func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	q := s.rl.Quorum()
+	got := s.rl.Broadcast(ctx, majorityDone(s.rl.Masters(), q), args...)
+	counts := map[string]int{}
+	answered := 0
+	for _, r := range got {
+		k, ok := answerKey(r)
+		if !ok {
+			continue
+		}
+		answered++
+		if counts[k]++; counts[k] >= q {
+			writeResult(c, r)
+			return
+		}
+	}
+	if answered < q {
+		writeErr(c, &redlock.QuorumError{Reachable: answered, Needed: q})
+		return
+	}
+	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
+}
+
+func writeResult(c redcon.Conn, r redlock.Result) {
+	var re redis.Error
+	switch {
+	case r.Err == redis.Nil:
+		c.WriteNull()
+	case errors.As(r.Err, &re):
+		c.WriteError(re.Error())
+	default:
+		switch v := r.Val.(type) {
+		case string:
+			if v == "OK" {
+				c.WriteString(v)
+			} else {
+				c.WriteBulkString(v)
+			}
+		case int64:
+			c.WriteInt64(v)
+		default:
+			c.WriteAny(v)
+		}
+	}
+}
+
+// broadcastCount sends a command answering 0 or 1 to every master and
+// reports whether a quorum answered 1.
+func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	q, n := s.rl.Quorum(), s.rl.Masters()
+	ones, answered := 0, 0
+	var errReply error
+	s.rl.Broadcast(ctx, func(got []redlock.Result) bool {
+		r := got[len(got)-1]
+		var re redis.Error
+		switch {
+		case r.Err == nil:
+			answered++
+			if v, _ := r.Val.(int64); v == 1 {
+				ones++
+			}
+		case errors.As(r.Err, &re):
+			answered++
+			errReply = r.Err
+		}
+		return ones >= q || ones+n-len(got) < q
+	}, toAny(args)...)
+	if ones >= q {
+		return true, nil
+	}
+	if errReply != nil {
+		return false, errReply
+	}
+	if answered < q {
+		return false, &redlock.QuorumError{Reachable: answered, Needed: q}
+	}
+	return false, nil
+}
+
+// countConn captures an integer reply of a forwarded command.
+type countConn struct {
+	nullConn
+	n   int64
+	err string
+}
+
+func (c *countConn) WriteRaw(b []byte) {
+	switch {
+	case len(b) > 3 && b[0] == ':':
+		c.n, _ = parseInt(b[1 : len(b)-2])
+	case len(b) > 3 && b[0] == '-':
+		c.err = string(b[1 : len(b)-2])
+	}
+}
+
+func (c *countConn) WriteError(msg string) { c.err = msg }

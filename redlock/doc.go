@@ -1,0 +1,8 @@
+// Package redlock implements the Redlock distributed lock algorithm over N
+// independent Redis masters: quorum acquire with drift-adjusted validity,
+// release and extend by token, majority reads of lock keys, and a restart
+// guard that withholds the votes of masters that may have lost their data.
+//
+// The package has no logging and no configuration files; it can be used
+// without the proxy that is built on it.
+package redlock

@@ -1,0 +1,36 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoQuorum is returned when too few masters answered for the outcome of an
+// operation to be decided.
+var ErrNoQuorum = errors.New("redlock: too few masters reachable for a quorum")
+
+// NodeError is the failure of one master during a quorum operation.
+type NodeError struct {
+	Addr string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return fmt.Sprintf("redlock: master %s: %v", e.Addr, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports a quorum that could not be reached because masters
+// failed; it matches ErrNoQuorum with errors.Is.
+type QuorumError struct {
+	Reachable int // masters that answered, or could have counted
+	Needed    int // the quorum
+	Nodes     []error
+}
+
+func (e *QuorumError) Error() string {
+	return fmt.Sprintf("redlock: %d of the masters answered, %d needed", e.Reachable, e.Needed)
+}
+
+// Unwrap returns ErrNoQuorum and the per-master errors.
+func (e *QuorumError) Unwrap() []error { return append([]error{ErrNoQuorum}, e.Nodes...) }

@@ -1,0 +1,314 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotAcquired is returned when a lock was not granted.
+var ErrNotAcquired = errors.New("redlock: not acquired")
+
+// ErrHeld is returned when a quorum of masters holds the key for another
+// value. It matches ErrNotAcquired.
+var ErrHeld = fmt.Errorf("%w: held elsewhere", ErrNotAcquired)
+
+// ErrValiditySpent is returned when a quorum agreed but so late that no
+// validity was left. It matches ErrNotAcquired.
+var ErrValiditySpent = fmt.Errorf("%w: validity spent before the quorum was reached", ErrNotAcquired)
+
+// ErrSplitVote is returned when no value reached a quorum after every retry.
+// It matches ErrNotAcquired.
+var ErrSplitVote = fmt.Errorf("%w: split vote", ErrNotAcquired)
+
+// Lock is a granted lock.
+type Lock struct {
+	Key, Value string
+	TTL        time.Duration // 0: the key has no expiry
+	Validity   time.Duration // time left when granted, less the drift allowance; 0 with no TTL
+	Votes      int           // trusted masters that granted it
+}
+
+// AcquireResult is the outcome of an acquire that also asked for the
+// previous value (SET … NX GET).
+type AcquireResult struct {
+	Lock *Lock   // nil when not granted
+	Prev *string // the value a quorum held before, when not granted
+}
+
+// Acquire takes key for value on a quorum of masters with the given ttl
+// (0: no expiry). It returns ErrNotAcquired (ErrHeld, ErrValiditySpent,
+// ErrSplitVote) when the lock was not granted, and a *QuorumError when too
+// few masters could vote. A lock that was not granted is removed by value
+// from every master, including those that did not answer in time.
+func (c *Client) Acquire(ctx context.Context, key, value string, ttl time.Duration) (*Lock, error) {
+	r, err := c.acquire(ctx, key, value, ttl)
+	return r.Lock, err
+}
+
+// AcquireGet is Acquire that also reports the value a quorum held when the
+// lock was not granted, as SET … NX GET does.
+func (c *Client) AcquireGet(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
+	return c.acquire(ctx, key, value, ttl)
+}
+
+func (c *Client) acquire(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := c.acquireOnce(ctx, key, value, ttl)
+		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
+			return r, err
+		}
+		if err := sleep(ctx, c.retryDelay()); err != nil {
+			return r, errors.Join(err, ErrNotAcquired)
+		}
+	}
+}
+
+func (c *Client) retryDelay() time.Duration {
+	d := c.opts.retryDelay
+	if d <= 0 {
+		return 0
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return d/2 + time.Duration(binary.LittleEndian.Uint64(b[:])%uint64(d/2+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// setVote is one master's answer to SET NX.
+type setVote struct {
+	set  bool    // the key is now ours on this master
+	prev *string // with GET: the value it held
+}
+
+// setArgs is the per-master acquire. GET (Redis ≥ 7.0 allows it with NX)
+// names the holder of a key that is taken, so that a key held by one other
+// value on a quorum is told apart from a split vote.
+func setArgs(key, value string, ttl time.Duration) []any {
+	args := []any{"set", key, value, "nx", "get"}
+	if ttl > 0 {
+		args = append(args, "px", ttl.Milliseconds())
+	}
+	return args
+}
+
+func (c *Client) acquireOnce(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
+	args := setArgs(key, value, ttl)
+	decided := make(chan struct{})
+	var rollback bool // written before decided is closed
+	rolledBack := make(chan *node, len(c.nodes))
+	start := time.Now()
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (setVote, error) {
+		v, err := setOnce(nctx, n, args)
+		// Wait for the outcome, then undo this master's part of a lock that
+		// was not granted: also where the SET timed out, as it may still land.
+		go func() {
+			<-decided
+			if rollback && (err != nil || v.set) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
+				_ = releaseScript.Run(rctx, n.rdb, []string{key}, value).Err()
+				cancel()
+			}
+			rolledBack <- n
+		}()
+		return v, err
+	})
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	var errs []error
+	prevs := map[string]int{}
+	got := collect(ch, len(c.nodes), func(got []reply[setVote]) bool {
+		r := got[len(got)-1]
+		t.answered++
+		switch {
+		case r.err != nil:
+			t.failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case !r.trusted:
+			t.untrusted++
+		case r.val.set:
+			t.yes++
+		default:
+			t.no++
+		}
+		if r.err == nil && r.val.prev != nil {
+			prevs[*r.val.prev]++
+		}
+		return t.yes >= t.quorum || !t.canStillWin()
+	})
+	elapsed := time.Since(start)
+	var res AcquireResult
+	var err error
+	switch {
+	case t.yes >= t.quorum && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
+		l := &Lock{Key: key, Value: value, TTL: ttl, Votes: t.yes}
+		if ttl > 0 {
+			l.Validity = validity(ttl, elapsed, c.opts.drift)
+		}
+		res.Lock = l
+	case t.yes >= t.quorum:
+		err = ErrValiditySpent
+	case heldBy(prevs, c.quorum) != nil:
+		err = ErrHeld
+	case t.reachable() < t.quorum:
+		err = t.quorumError(errs)
+	default:
+		err = ErrSplitVote
+	}
+	if err != nil {
+		res.Prev = heldBy(prevs, c.quorum)
+		rollback = true
+	}
+	close(decided)
+	if rollback {
+		// Wait for the masters that answered; late ones undo their part
+		// on their own once their SET returns.
+		for range got {
+			<-rolledBack
+		}
+	}
+	return res, err
+}
+
+// heldBy returns the value that a quorum of masters holds, if any.
+func heldBy(prevs map[string]int, quorum int) *string {
+	for p, k := range prevs {
+		if k >= quorum {
+			return &p
+		}
+	}
+	return nil
+}
+
+func setOnce(ctx context.Context, n *node, args []any) (setVote, error) {
+	v, err := n.rdb.Do(ctx, args...).Result()
+	switch {
+	case err == redis.Nil:
+		return setVote{set: true}, nil // the key was absent and is now ours
+	case err != nil:
+		return setVote{}, err
+	}
+	s := fmt.Sprint(v)
+	return setVote{prev: &s}, nil
+}
+
+// ReleaseResult counts what a release found on the masters that answered.
+type ReleaseResult struct {
+	Deleted int // masters where the key held the value and was deleted
+	Other   int // masters where the key held another value
+	Absent  int // masters where the key did not exist
+	Failed  int // masters that did not answer
+}
+
+// Released reports whether the value was deleted from a quorum, that is,
+// whether the lock was held when it was released.
+func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
+
+// Release deletes key from every master where it holds value. It returns as
+// soon as the answer is decided; masters that have not answered yet still
+// get the delete. A *QuorumError is returned when too few masters answered
+// to say whether the lock was held.
+func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return releaseScript.Run(nctx, n.rdb, []string{key}, value).Int64()
+	})
+	var r ReleaseResult
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			r.Failed++
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1:
+			r.Deleted++
+		case x.val == 0:
+			r.Other++
+		default:
+			r.Absent++
+		}
+		pending := len(c.nodes) - len(got)
+		return r.Deleted >= c.quorum || r.Deleted+pending < c.quorum
+	})
+	if r.Deleted < c.quorum && r.Deleted+r.Other+r.Absent < c.quorum {
+		return r, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
+	}
+	return r, nil
+}
+
+// ExtendMode says how Extend sets the new TTL.
+type ExtendMode string
+
+// Extend modes.
+const (
+	ExtendSet   ExtendMode = "set"   // the TTL becomes ttl
+	ExtendAdd   ExtendMode = "add"   // ttl is added to the remaining TTL
+	ExtendClaim ExtendMode = "claim" // as ExtendSet, and an absent key is taken
+)
+
+// ExtendResult counts what an extend found on the masters that answered.
+type ExtendResult struct {
+	Extended int // trusted masters where the value held and was renewed
+	Other    int // masters where the key held another value
+	Absent   int // masters where the key did not exist
+	NoTTL    int // masters where the key had no TTL to add to (ExtendAdd)
+	Failed   int
+	Validity time.Duration // with Extended ≥ quorum: the new validity
+}
+
+// Extend renews key on every master where it holds value. The lock counts as
+// extended when a quorum of trusted masters renewed it and validity is left;
+// ok reports that.
+func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
+	start := time.Now()
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return extendScript.Run(nctx, n.rdb, []string{key}, value, ms, string(mode)).Int64()
+	})
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			r.Failed++
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1 && x.trusted:
+			r.Extended++
+		case x.val == 1:
+		case x.val == 0:
+			r.Other++
+		case x.val == -2:
+			r.NoTTL++
+		default:
+			r.Absent++
+		}
+		pending := len(c.nodes) - len(got)
+		return r.Extended >= c.quorum || r.Extended+pending < c.quorum
+	})
+	if r.Extended >= c.quorum {
+		if ttl == 0 {
+			return r, true, nil
+		}
+		r.Validity = validity(ttl, time.Since(start), c.opts.drift)
+		return r, r.Validity > 0, nil
+	}
+	if len(c.nodes)-r.Failed < c.quorum {
+		return r, false, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
+	}
+	return r, false, nil
+}

@@ -1,0 +1,152 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// node is one master: its client and what the restart guard knows of it.
+type node struct {
+	addr string
+	rdb  *redis.Client
+	opts *options
+
+	mu         sync.Mutex
+	runID      string
+	guardUntil time.Time // votes do not count before this instant
+	restarts   int
+	durable    bool
+	up         bool
+	lastErr    string
+	latency    time.Duration
+}
+
+func newNode(i int, addr string, o *options) *node {
+	n := &node{addr: addr, opts: o}
+	ro := &redis.Options{Addr: addr}
+	if o.redisOpts != nil {
+		o.redisOpts(i, ro)
+	}
+	ro.Addr = addr
+	ro.MaxRetries = -1 // a retried SET NX would turn our own vote into a "no"
+	ro.ContextTimeoutEnabled = true
+	ro.DialTimeout = o.nodeTimeout
+	ro.ReadTimeout = o.nodeTimeout
+	ro.WriteTimeout = o.nodeTimeout
+	ro.PoolSize = o.poolSize
+	ro.PoolTimeout = o.nodeTimeout
+	ro.Protocol = 2
+	ro.DisableIdentity = true
+	ro.OnConnect = n.onConnect
+	n.rdb = redis.NewClient(ro)
+	return n
+}
+
+// onConnect checks every new connection's run_id and uptime before anything
+// it answers can count as a vote: pools reconnect on their own, so a restart
+// between two probes is caught here.
+func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server", "persistence").Result()
+	if err != nil {
+		return err
+	}
+	runID, uptime, aof := parseServerInfo(info)
+	durable := false
+	if aof {
+		// CONFIG may be renamed away; then the master is not known durable.
+		v, err := cn.ConfigGet(ctx, "appendfsync").Result()
+		durable = err == nil && v["appendfsync"] == "always"
+	}
+	n.observe(runID, uptime, durable, time.Now())
+	return nil
+}
+
+func parseServerInfo(info string) (runID string, uptime time.Duration, aof bool) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			runID = v
+		case "uptime_in_seconds":
+			s, _ := strconv.ParseInt(v, 10, 64)
+			uptime = time.Duration(s) * time.Second
+		case "aof_enabled":
+			aof = v == "1"
+		}
+	}
+	return runID, uptime, aof
+}
+
+// observe records a master's run_id. A master seen for the first time that
+// has been up for less than the guard window, or one whose run_id changed,
+// is guarded until the window has passed since it started. The reported
+// uptime is truncated to whole seconds, which only lengthens the guard. A
+// durable master (AOF with appendfsync always) reloads every lock it
+// acknowledged, so its restart forgets nothing and is not guarded.
+func (n *node) observe(runID string, uptime time.Duration, durable bool, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	restarted := n.runID != "" && n.runID != runID
+	if restarted {
+		n.restarts++
+		n.logf("redlock: master %s restarted (run_id %s -> %s, up %s)", n.addr, n.runID, runID, uptime)
+	}
+	n.runID = runID
+	n.durable = durable
+	w := n.opts.guardWindow
+	if w == 0 || durable || uptime >= w {
+		return // every lock granted before its start has expired
+	}
+	until := now.Add(w - uptime)
+	if until.After(n.guardUntil) {
+		n.guardUntil = until
+		n.logf("redlock: master %s guarded for %s after a restart", n.addr, until.Sub(now).Round(time.Millisecond))
+	}
+}
+
+func (n *node) logf(format string, args ...any) {
+	if n.opts.logf != nil {
+		n.opts.logf(format, args...)
+	}
+}
+
+// trusted reports whether a vote from this master counts now.
+func (n *node) trusted(now time.Time) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !now.Before(n.guardUntil)
+}
+
+func (n *node) record(err error, latency time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.up = err == nil || err == redis.Nil
+	if !n.up {
+		n.lastErr = err.Error()
+	} else {
+		n.latency = latency
+	}
+}
+
+func (n *node) status() MasterStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	left := time.Until(n.guardUntil)
+	if left < 0 {
+		left = 0
+	}
+	return MasterStatus{
+		Addr: n.addr, RunID: n.runID, Up: n.up, Guarded: left > 0, GuardLeft: left,
+		Restarts: n.restarts, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
+	}
+}

@@ -1,0 +1,70 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// reply is one master's answer to one step of a quorum operation.
+type reply[T any] struct {
+	node    *node
+	val     T
+	err     error
+	trusted bool // the restart guard lets this master's vote count
+}
+
+// fanout runs call on every master in parallel, each under the node timeout,
+// and delivers the replies on a channel buffered to N, so that no goroutine
+// blocks once the caller has stopped reading. A call is not cancelled when
+// ctx is: a lock operation that was sent must be accounted for.
+func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context, n *node) (T, error)) <-chan reply[T] {
+	ch := make(chan reply[T], len(c.nodes))
+	base := context.WithoutCancel(ctx)
+	for _, n := range c.nodes {
+		go func(n *node) {
+			nctx, cancel := context.WithTimeout(base, c.opts.nodeTimeout)
+			defer cancel()
+			start := time.Now()
+			v, err := call(nctx, n)
+			n.record(err, time.Since(start))
+			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
+		}(n)
+	}
+	return ch
+}
+
+// collect reads replies until done says the outcome is decided or every
+// master has answered. It returns the replies read; late ones are dropped.
+func collect[T any](ch <-chan reply[T], n int, done func(got []reply[T]) bool) []reply[T] {
+	got := make([]reply[T], 0, n)
+	for len(got) < n {
+		got = append(got, <-ch)
+		if done(got) {
+			break
+		}
+	}
+	return got
+}
+
+// tally counts the replies of one quorum step.
+type tally struct {
+	n, quorum int
+	yes       int // trusted masters that did what was asked
+	no        int // masters that refused (the key is someone else's)
+	failed    int // errors and timeouts
+	untrusted int // answers that cannot count (restart guard)
+	answered  int
+}
+
+func (t *tally) pending() int { return t.n - t.answered }
+
+// canStillWin reports whether the pending masters could still bring the yes
+// votes to a quorum.
+func (t *tally) canStillWin() bool { return t.yes+t.pending() >= t.quorum }
+
+// reachable is how many masters could have counted.
+func (t *tally) reachable() int { return t.n - t.failed - t.untrusted }
+
+func (t *tally) quorumError(nodes []error) error {
+	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: nodes}
+}

@@ -1,0 +1,170 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client runs Redlock operations against a fixed set of independent masters.
+// It is safe for concurrent use.
+type Client struct {
+	nodes  []*node
+	quorum int
+	opts   options
+}
+
+type options struct {
+	quorum      int
+	drift       float64
+	nodeTimeout time.Duration
+	retries     int
+	retryDelay  time.Duration
+	guardWindow time.Duration
+	poolSize    int
+	redisOpts   func(i int, o *redis.Options)
+	logf        func(format string, args ...any)
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithQuorum sets the number of masters that must agree. Default N/2+1; it
+// must lie in (N/2, N].
+func WithQuorum(n int) Option { return func(o *options) { o.quorum = n } }
+
+// WithDriftFactor sets the clock-drift factor subtracted from every validity
+// as ttl·factor + 2 ms. Default 0.01; range [0, 0.5).
+func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f } }
+
+// WithNodeTimeout sets how long one master may take to answer one operation.
+// Default 100 ms; it should be small next to the lock TTLs in use.
+func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+
+// WithRetry sets how many more times an acquire whose vote was split (no
+// holder on a majority) is tried, after a random delay in [delay/2, delay].
+// Default 3 retries, 50 ms.
+func WithRetry(count int, delay time.Duration) Option {
+	return func(o *options) { o.retries, o.retryDelay = count, delay }
+}
+
+// WithRestartGuard sets the guard window: a master that restarted (its
+// run_id changed, or it has been up for less than the window) does not count
+// as a vote until the window has passed since its start. It must be at least
+// the longest TTL granted through any client of these masters. Default 60 s;
+// 0 disables the guard.
+func WithRestartGuard(window time.Duration) Option {
+	return func(o *options) { o.guardWindow = window }
+}
+
+// WithPoolSize sets the connection pool size per master. Default 64.
+func WithPoolSize(n int) Option { return func(o *options) { o.poolSize = n } }
+
+// WithRedisOptions lets the caller adjust the go-redis options of master i
+// (credentials, TLS) before its client is made. Timeouts and retries set by
+// this package are applied afterwards and cannot be changed here.
+func WithRedisOptions(f func(i int, o *redis.Options)) Option {
+	return func(o *options) { o.redisOpts = f }
+}
+
+// WithLogf sets a function that receives notable events (master restarts).
+func WithLogf(f func(format string, args ...any)) Option { return func(o *options) { o.logf = f } }
+
+// New returns a Client for the masters at addrs. No connection is made until
+// the first operation.
+func New(addrs []string, opts ...Option) (*Client, error) {
+	o := options{
+		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
+		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64,
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := o.validate(len(addrs)); err != nil {
+		return nil, err
+	}
+	c := &Client{quorum: o.quorum, opts: o}
+	for i, a := range addrs {
+		c.nodes = append(c.nodes, newNode(i, a, &c.opts))
+	}
+	return c, nil
+}
+
+func (o *options) validate(n int) error {
+	switch {
+	case n == 0:
+		return errors.New("redlock: no masters given")
+	case o.quorum == 0:
+		o.quorum = n/2 + 1
+	}
+	switch {
+	case o.quorum <= n/2 || o.quorum > n:
+		return fmt.Errorf("redlock: quorum %d out of range (%d, %d] for %d masters", o.quorum, n/2, n, n)
+	case o.drift < 0 || o.drift >= 0.5:
+		return fmt.Errorf("redlock: drift factor %v out of range [0, 0.5)", o.drift)
+	case o.nodeTimeout <= 0:
+		return errors.New("redlock: node timeout must be positive")
+	case o.retries < 0 || o.retryDelay < 0:
+		return errors.New("redlock: retry count and delay must not be negative")
+	case o.guardWindow < 0:
+		return errors.New("redlock: restart guard window must not be negative")
+	case o.poolSize <= 0:
+		return errors.New("redlock: pool size must be positive")
+	}
+	return nil
+}
+
+// Quorum is the number of masters that must agree.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Masters is the number of masters.
+func (c *Client) Masters() int { return len(c.nodes) }
+
+// Close closes every master connection.
+func (c *Client) Close() error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// MasterStatus describes one master as the client last saw it.
+type MasterStatus struct {
+	Addr        string
+	RunID       string
+	Up          bool          // the last operation or probe reached it
+	Guarded     bool          // its votes are withheld by the restart guard
+	GuardLeft   time.Duration // how long the guard still holds
+	Restarts    int           // restarts noticed since the client started
+	Durable     bool          // AOF with appendfsync always: restarts lose no locks
+	LastError   string
+	LastLatency time.Duration
+}
+
+// Status reports the state of every master, in configuration order.
+func (c *Client) Status() []MasterStatus {
+	out := make([]MasterStatus, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.status()
+	}
+	return out
+}
+
+// Probe pings every master once, opening a connection (and so checking its
+// run_id) where none is open. It returns how many answered.
+func (c *Client) Probe(ctx context.Context) int {
+	res := fanout(ctx, c, func(ctx context.Context, n *node) (struct{}, error) {
+		return struct{}{}, n.rdb.Ping(ctx).Err()
+	})
+	up := 0
+	for range c.nodes {
+		if r := <-res; r.err == nil {
+			up++
+		}
+	}
+	return up
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what running and testing redlock-proxy needs, where it is missing:
+# Debian's redis-server and redis-tools, the Python and PHP Redis clients the
+# compatibility tests drive, and the Go modules.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(redis-server redis-tools python3-redis python3-pytest php-cli php-redis)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian's package starts a redis-server on 6379 that nothing here uses.
+if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
+  systemctl stop redis-server || true
+fi
+
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "Go is needed (https://go.dev/dl/)"; exit 1; }
+go mod download

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Starts three local Redis masters (7001-7003) and redlock-proxy on
+# 127.0.0.1:6380 in front of them, with config.toml. Ctrl-C stops all four.
+#
+# The masters persist every write (appendonly yes, appendfsync always), so a
+# restarted master remembers its locks and the restart guard is not needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+export PATH="$PATH:/usr/local/go/bin"
+go build -o bin/redlock-proxy ./cmd/redlock-proxy
+
+data="${REDLOCK_PROXY_DATA:-/tmp/redlock-proxy}"
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+for port in 7001 7002 7003; do
+  mkdir -p "$data/$port"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$data/$port" --save "" \
+    --appendonly yes --appendfsync always --logfile "$data/$port/redis.log" &
+  pids+=($!)
+done
+for port in 7001 7002 7003; do
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+done
+echo "masters up on 7001 7002 7003; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000)"
+bin/redlock-proxy -config config.toml &
+pids+=($!)
+wait "${pids[@]}"
