@@ -32,8 +32,14 @@ func TestAcquireForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.do(f...)
+		g := append([]any(nil), f...)
+		g[2] = "w"
+		_, err = e.do(g...)
 		mustEqual(t, "second acquire", err, error(redis.Nil))
+		// The holder repeating its own SET NX is refused, as on Redis, and
+		// its lock is left intact.
+		_, err = e.do(f...)
+		mustEqual(t, "holder repeating its acquire", err, error(redis.Nil))
 		eventually(t, "all masters hold it", func() bool { return count(e.onMasters(key), "v") == 3 })
 		pttl, _ := e.do("PTTL", key)
 		if p := pttl.(int64); p <= 0 || p > 30000 {

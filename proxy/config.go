@@ -124,6 +124,11 @@ func (c *Config) Validate() error {
 	case c.Proxy.IdleTimeout.Duration < 0:
 		return errors.New("proxy.idle_timeout: must not be negative")
 	}
+	switch c.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level: %q is not one of trace, debug, info, warn, error", c.Log.Level)
+	}
 	switch c.Log.Format {
 	case "json", "console", "auto":
 	default:

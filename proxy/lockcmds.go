@@ -310,28 +310,15 @@ func answerKey(r redlock.Result) (string, bool) {
 	return fmt.Sprintf("%T:%v", r.Val, r.Val), true
 }
 
-// majorityDone stops a broadcast once one answer has a quorum or none can.
-func majorityDone(n, quorum int) func([]redlock.Result) bool {
-	return func(got []redlock.Result) bool {
-		best := 0
-		counts := map[string]int{}
-		for _, r := range got {
-			if k, ok := answerKey(r); ok {
-				counts[k]++
-				best = max(best, counts[k])
-			}
-		}
-		return best >= quorum || best+n-len(got) < quorum
-	}
-}
-
 // broadcastMajority sends a write to every master and answers what a quorum
-// of them answered.
+// of them answered. Writes of lock keys wait for every master (each within
+// the node timeout), so that a read that follows sees the write everywhere
+// it landed, as on a single Redis.
 func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
-	got := s.rl.Broadcast(ctx, majorityDone(s.rl.Masters(), q), args...)
+	got := s.rl.Broadcast(ctx, nil, args...)
 	counts := map[string]int{}
 	answered := 0
 	for _, r := range got {
@@ -380,7 +367,7 @@ func writeResult(c redcon.Conn, r redlock.Result) {
 func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q, n := s.rl.Quorum(), s.rl.Masters()
+	q := s.rl.Quorum()
 	ones, answered := 0, 0
 	var errReply error
 	s.rl.Broadcast(ctx, func(got []redlock.Result) bool {
@@ -396,7 +383,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 			answered++
 			errReply = r.Err
 		}
-		return ones >= q || ones+n-len(got) < q
+		return false // wait for every master, as broadcastMajority does
 	}, toAny(args)...)
 	if ones >= q {
 		return true, nil

@@ -172,7 +172,10 @@ func (c *Client) acquireOnce(ctx context.Context, key, value string, ttl time.Du
 	}
 	if err != nil {
 		res.Prev = heldBy(prevs, c.quorum)
-		rollback = true
+		// When a quorum already holds our own value (a client repeating its
+		// SET NX), nothing was taken from anyone: undoing would delete the
+		// lock its owner still holds.
+		rollback = res.Prev == nil || *res.Prev != value
 	}
 	close(decided)
 	if rollback {

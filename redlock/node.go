@@ -110,7 +110,7 @@ func (n *node) observe(runID string, uptime time.Duration, durable bool, now tim
 	until := now.Add(w - uptime)
 	if until.After(n.guardUntil) {
 		n.guardUntil = until
-		n.logf("redlock: master %s guarded for %s after a restart", n.addr, until.Sub(now).Round(time.Millisecond))
+		n.logf("redlock: master %s (up %s) does not vote for %s: restart guard", n.addr, uptime, until.Sub(now).Round(time.Millisecond))
 	}
 }
 

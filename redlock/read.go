@@ -25,8 +25,8 @@ type readVote struct {
 }
 
 // Read answers the value held by at least a quorum of masters, and how long
-// it will stay so. It returns as soon as a quorum agrees; with masters still
-// pending, PTTL is a lower bound.
+// it will stay so. It waits for every master (each within the node
+// timeout), because the PTTL depends on all the holders.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (readVote, error) {
 		vals, err := readScript.Run(nctx, n.rdb, []string{key}).Slice()
@@ -60,14 +60,13 @@ func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 		default:
 			holders[r.val.value] = append(holders[r.val.value], r.val.pttl)
 		}
-		for v, ttls := range holders {
-			if len(ttls) >= c.quorum {
-				st = KeyState{Exists: true, Value: v, PTTL: quorumTTL(ttls, c.quorum)}
-				return true
-			}
-		}
-		return absent >= c.quorum
+		return false
 	})
+	for v, ttls := range holders {
+		if len(ttls) >= c.quorum {
+			st = KeyState{Exists: true, Value: v, PTTL: quorumTTL(ttls, c.quorum)}
+		}
+	}
 	if st.Exists {
 		return st, nil
 	}

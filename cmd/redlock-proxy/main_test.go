@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redlock-proxy-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "redlock-proxy")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func writeConfig(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBinaryServesAndStops(t *testing.T) {
+	masters := redistest.StartN(t, 3)
+	port := redistest.FreePort(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+[proxy]
+listen = "127.0.0.1:%d"
+[redlock]
+masters = ["%s"]
+restart_guard = false
+[log]
+format = "json"
+`, port, strings.Join(redistest.Addrs(masters), `", "`)))
+	cmd := exec.Command(binary, "-config", cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	if !lines.Scan() {
+		t.Fatal("no log line")
+	}
+	var first map[string]any
+	if err := json.Unmarshal(lines.Bytes(), &first); err != nil {
+		t.Fatalf("first log line is not JSON: %s", lines.Text())
+	}
+	if first["message"] != "redlock-proxy serving" || first["reachable"] != float64(3) {
+		t.Fatalf("first log line: %s", lines.Text())
+	}
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	ok, err := c.SetNX(ctx, "bin:lock", "tok", 10*time.Second).Result()
+	if err != nil || !ok {
+		t.Fatalf("SetNX: %v %v", ok, err)
+	}
+	// The proxy answers once a quorum has it; the last master follows.
+	deadline := time.Now().Add(2 * time.Second)
+	for _, m := range masters {
+		mc := m.Client()
+		for v, _ := mc.Get(ctx, "bin:lock").Result(); v != "tok"; v, _ = mc.Get(ctx, "bin:lock").Result() {
+			if time.Now().After(deadline) {
+				t.Fatalf("master %s holds %q, want the lock", m.Addr, v)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mc.Close()
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not exit after SIGTERM")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{"[proxy]\nlisten = \"127.0.0.1:1\"\nlistne = 1\n[redlock]\nmasters=[\"127.0.0.1:2\"]\n", "unknown key proxy.listne"},
+		{"[redlock]\nmasters = []\n", "redlock.masters: at least one master"},
+		{"[redlock]\nmasters = [\"nohostport\"]\n", `redlock.masters: "nohostport" is not host:port`},
+		{"[redlock]\nmasters = [\"a:1\",\"b:1\",\"c:1\"]\nquorum = 1\n", "redlock.quorum: 1 is not a majority"},
+		{"[redlock]\nmasters = [\"a:1\"]\nnode_timeout = \"fast\"\n", "invalid duration"},
+		{"[redlock]\nmasters = [\"a:1\"]\ndrift_factor = 2.0\n", "redlock.drift_factor"},
+		{"[redlock]\nmasters = [\"a:1\"]\n[log]\nlevel = \"loud\"\n", "log.level"},
+	}
+	for _, c := range cases {
+		out, err := exec.Command(binary, "-check-config", "-config", writeConfig(t, c.body)).CombinedOutput()
+		if err == nil {
+			t.Errorf("%q: accepted", c.body)
+			continue
+		}
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: got %q, want it to mention %q", c.body, out, c.want)
+		}
+	}
+	out, err := exec.Command(binary, "-check-config", "-config", "../../config.toml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the repository's config.toml is rejected: %s", out)
+	}
+}

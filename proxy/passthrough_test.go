@@ -1,0 +1,146 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+func TestPassthroughCommands(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	k := e.key("n")
+	mustEqual(t, "INCR", must(e.do("INCR", k)), any(int64(1)))
+	mustEqual(t, "HSET", must(e.do("HSET", k+"h", "f", "v")), any(int64(1)))
+	mustEqual(t, "HGET", must(e.do("HGET", k+"h", "f")), any("v"))
+	mustEqual(t, "GET of a non-lock key", must(e.do("GET", k)), any("1"))
+	_, err := e.do("HGET", k, "f")
+	if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("backend error not passed through: %v", err)
+	}
+	vals := e.onMasters(k)
+	mustEqual(t, "on the backend only", vals[0]+"|"+vals[1]+"|"+vals[2], "1||")
+	cmd := must(e.do("COMMAND", "COUNT")).(int64)
+	if cmd < 100 {
+		t.Fatalf("COMMAND COUNT %d", cmd)
+	}
+}
+
+func TestProxyAnsweredCommands(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	mustEqual(t, "PING", must(e.do("PING")), any("PONG"))
+	mustEqual(t, "PING msg", must(e.do("PING", "hi")), any("hi"))
+	mustEqual(t, "ECHO", must(e.do("ECHO", "x")), any("x"))
+	mustEqual(t, "SELECT 0", must(e.do("SELECT", 0)), any("OK"))
+	_, err := e.do("SELECT", 1)
+	mustEqual(t, "SELECT 1", err.Error(), "ERR redlock-proxy serves database 0 only")
+	_, err = e.do("HELLO", 3)
+	mustEqual(t, "HELLO 3", err.Error(), "NOPROTO unsupported protocol version")
+	h := must(e.do("HELLO", 2)).([]any)
+	mustEqual(t, "HELLO 2 proto", h[5], any(int64(2)))
+	mustEqual(t, "CLIENT SETNAME", must(e.do("CLIENT", "SETNAME", "me")), any("OK"))
+	mustEqual(t, "CLIENT GETNAME", must(e.do("CLIENT", "GETNAME")), any("me"))
+	mustEqual(t, "CLIENT SETINFO", must(e.do("CLIENT", "SETINFO", "lib-name", "x")), any("OK"))
+	if id := must(e.do("CLIENT", "ID")).(int64); id <= 0 {
+		t.Fatalf("CLIENT ID %d", id)
+	}
+	info := must(e.do("INFO")).(string)
+	for _, want := range []string{"redis_version:", "# Redlock", "quorum:2", "master0:state=up", "master2:state=up"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("INFO lacks %q:\n%s", want, info)
+		}
+	}
+	_, err = e.do("SUBSCRIBE", "ch")
+	if err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("SUBSCRIBE: %v", err)
+	}
+}
+
+// go-redis v9 starts with HELLO 3; on NOPROTO it falls back to RESP2.
+func TestGoRedisDefaultHandshake(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	c := redis.NewClient(&redis.Options{Addr: e.addr, ClientName: "app", MaxRetries: -1})
+	defer c.Close()
+	ok, err := c.SetNX(context.Background(), e.key("k"), "v", 5*time.Second).Result()
+	if err != nil || !ok {
+		t.Fatalf("SetNX through the proxy: %v %v", ok, err)
+	}
+}
+
+func TestMultiExecAndLockCommandsInside(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	k := e.key("n")
+	res, err := e.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, k)
+		p.Incr(ctx, k)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "second INCR in MULTI", res[1].(*redis.IntCmd).Val(), int64(2))
+
+	// A lock command inside MULTI is refused and EXEC aborts.
+	conn := e.c.Conn()
+	defer conn.Close()
+	mustEqual(t, "MULTI", conn.Do(ctx, "MULTI").Val(), any("OK"))
+	mustEqual(t, "queued", conn.Do(ctx, "INCR", k).Val(), any("QUEUED"))
+	if err := conn.Do(ctx, "SET", "lock:"+k, "t", "NX", "PX", 1000).Err(); err == nil {
+		t.Fatal("lock command inside MULTI was accepted")
+	}
+	err = conn.Do(ctx, "EXEC").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "EXECABORT") {
+		t.Fatalf("EXEC: %v", err)
+	}
+	mustEqual(t, "INCR not applied", must(e.do("GET", k)), any("2"))
+	mustEqual(t, "lock not taken", count(e.onMasters("lock:"+k), ""), 3)
+}
+
+func TestWatchIsPerClient(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	k := e.key("w")
+	err := e.c.Watch(ctx, func(tx *redis.Tx) error {
+		// Another client changes the watched key: EXEC must fail.
+		other := e.client()
+		defer other.Close()
+		other.Set(ctx, k, "changed", 0)
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, k, "mine", 0)
+			return nil
+		})
+		return err
+	}, k)
+	mustEqual(t, "WATCH conflict", err, error(redis.TxFailedErr))
+	mustEqual(t, "value", must(e.do("GET", k)), any("changed"))
+}
+
+func TestBlockingCommandPinned(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	k := e.key("list")
+	done := make(chan []string, 1)
+	go func() {
+		c := e.client()
+		defer c.Close()
+		v, _ := c.BLPop(ctx, 5*time.Second, k).Result()
+		done <- v
+	}()
+	time.Sleep(200 * time.Millisecond)
+	// Other clients are not held up by the blocked one.
+	mustEqual(t, "PING while blocked", must(e.do("PING")), any("PONG"))
+	must(e.do("RPUSH", k, "x"))
+	select {
+	case v := <-done:
+		if len(v) != 2 || v[1] != "x" {
+			t.Fatalf("BLPOP got %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("BLPOP did not return")
+	}
+}

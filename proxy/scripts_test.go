@@ -1,0 +1,151 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The unlock script as the Redlock spec gives it, and spellings of it that
+// differ in white space, quotes and the case of command names.
+var unlockSpellings = []string{
+	`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`,
+	"if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend\n",
+	"\n\tif redis.call('GET', KEYS[1]) == ARGV[1] then\n\t\treturn redis.call('DEL', KEYS[1])\n\telse\n\t\treturn 0\n\tend\n",
+	`if redis.call("GET",KEYS[1])==ARGV[1] then return redis.call("DEL",KEYS[1]) else return 0 end`,
+}
+
+const extendScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+
+func TestUnlockSpellingsRunOnQuorum(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	for i, script := range unlockSpellings {
+		key := e.key(string(rune('a' + i)))
+		if v, _ := e.do("SET", key, "tok", "NX", "PX", 10000); v != "OK" {
+			t.Fatalf("acquire: %v", v)
+		}
+		n, err := e.do("EVAL", script, 1, key, "wrong")
+		mustEqual(t, "unlock with a wrong token", n, any(int64(0)))
+		eventually(t, "lock intact", func() bool { return count(e.onMasters(key), "tok") == 3 })
+		n, err = e.do("EVAL", script, 1, key, "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustEqual(t, "unlock", n, any(int64(1)))
+		eventually(t, "deleted on every master", func() bool { return count(e.onMasters(key), "") == 3 })
+		n, _ = e.do("EVAL", script, 1, key, "tok")
+		mustEqual(t, "second unlock", n, any(int64(0)))
+	}
+}
+
+// A script recognised as the unlock script must not run on one master: if
+// it did, the copies on the other masters would survive.
+func TestUnlockByEVALSHAAfterScriptLoad(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.do("SET", key, "tok", "NX", "PX", 10000)
+	sha, err := e.do("SCRIPT", "LOAD", unlockSpellings[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha1.Sum([]byte(unlockSpellings[1]))
+	mustEqual(t, "SCRIPT LOAD answers the true SHA1", sha, any(hex.EncodeToString(want[:])))
+	ex, _ := e.do("SCRIPT", "EXISTS", sha, "0000000000000000000000000000000000000000")
+	mustEqual(t, "SCRIPT EXISTS", len(ex.([]any)), 2)
+	mustEqual(t, "SCRIPT EXISTS loaded", ex.([]any)[0], any(int64(1)))
+	mustEqual(t, "SCRIPT EXISTS unknown", ex.([]any)[1], any(int64(0)))
+	n, err := e.do("EVALSHA", sha, 1, key, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "EVALSHA unlock", n, any(int64(1)))
+	eventually(t, "deleted on every master", func() bool { return count(e.onMasters(key), "") == 3 })
+}
+
+func TestEVALSHAUnknownDigestIsNOSCRIPT(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	// Loaded straight on the backend, not through the proxy: the proxy must
+	// still answer NOSCRIPT rather than run it on that one master.
+	c := e.masters[0].Client()
+	defer c.Close()
+	sha, err := c.ScriptLoad(context.Background(), unlockSpellings[2]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.do("EVALSHA", sha, 1, e.key("k"), "tok")
+	if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		t.Fatalf("got %v, want NOSCRIPT", err)
+	}
+	// go-redis's Script falls back to EVAL on NOSCRIPT, as lock libraries do.
+	e.do("SET", e.key("k"), "tok", "NX", "PX", 10000)
+	n, err := redis.NewScript(unlockSpellings[2]).Run(context.Background(), e.c, []string{e.key("k")}, "tok").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "Script.Run after NOSCRIPT", n, any(int64(1)))
+}
+
+func TestExtendScript(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.do("SET", key, "tok", "NX", "PX", 1000)
+	n, _ := e.do("EVAL", extendScript, 1, key, "other", 30000)
+	mustEqual(t, "extend with a wrong token", n, any(int64(0)))
+	n, _ = e.do("EVALSHA", mustLoad(t, e, extendScript), 1, key, "tok", 30000)
+	mustEqual(t, "extend", n, any(int64(1)))
+	eventually(t, "every master extended", func() bool {
+		for _, m := range e.masters {
+			c := m.Client()
+			p, _ := c.PTTL(context.Background(), key).Result()
+			c.Close()
+			if p < 20*time.Second {
+				return false
+			}
+		}
+		return true
+	})
+	n, _ = e.do("EVAL", extendScript, 1, e.key("absent"), "tok", 30000)
+	mustEqual(t, "extend of an absent key", n, any(int64(0)))
+}
+
+// A lock whose token survives on a minority only is not held: release and
+// extend answer 0, and the minority copy is deleted all the same.
+func TestReleaseOnMinorityAnswersZero(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.seed(key, "tok", 10*time.Second, 0)
+	n, _ := e.do("EVAL", extendScript, 1, key, "tok", 30000)
+	mustEqual(t, "extend on a minority", n, any(int64(0)))
+	n, _ = e.do("EVAL", unlockSpellings[0], 1, key, "tok")
+	mustEqual(t, "release on a minority", n, any(int64(0)))
+	eventually(t, "minority copy deleted", func() bool { return count(e.onMasters(key), "") == 3 })
+}
+
+func TestUnrecognisedScriptPassesThrough(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	v, err := e.do("EVAL", "return redis.call('incrby', KEYS[1], ARGV[1])", 1, e.key("n"), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "script result", v, any(int64(5)))
+	vals := e.onMasters(e.key("n"))
+	mustEqual(t, "ran on the backend only", vals[0]+"|"+vals[1]+"|"+vals[2], "5||")
+	_, err = e.do("EVAL", "return 1", "x")
+	mustEqual(t, "bad numkeys", err.Error(), "ERR value is not an integer or out of range")
+	_, err = e.do("EVAL", "return 1", 3, "a")
+	mustEqual(t, "numkeys too big", err.Error(), "ERR Number of keys can't be greater than number of args")
+}
+
+func mustLoad(t *testing.T, e *env, src string) string {
+	t.Helper()
+	sha, err := e.do("SCRIPT", "LOAD", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha.(string)
+}
