@@ -1,7 +1,6 @@
 package proxy
 
 import (
-
 	"strconv"
 	"strings"
 	"time"
@@ -183,4 +182,3 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 	}
 }
-

@@ -10,10 +10,10 @@ import (
 type opKind int
 
 const (
-	opRelease opKind = iota + 1 // delete the key where it holds the token
-	opExtend                    // renew the key's TTL where it holds the token
-	opAcquire                   // take the key if absent (SET NX)
-	opOwnerTTL                  // the key's PTTL if it holds the token
+	opRelease  opKind = iota + 1 // delete the key where it holds the token
+	opExtend                     // renew the key's TTL where it holds the token
+	opAcquire                    // take the key if absent (SET NX)
+	opOwnerTTL                   // the key's PTTL if it holds the token
 )
 
 // Raw replies used by the script table.

@@ -40,7 +40,7 @@ type Server struct {
 
 type stats struct {
 	acquires, acquireGranted, acquireHeld, acquireNoQuorum, acquireOther atomic.Int64
-	releases, extends, passthrough, connections                        atomic.Int64
+	releases, extends, passthrough, connections                          atomic.Int64
 }
 
 // New validates cfg and returns a Server that has not started listening.
