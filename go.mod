@@ -5,16 +5,19 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.4.0
 	github.com/mattn/go-isatty v0.0.19
-	github.com/redis/go-redis/v9 v9.17.2
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.33.0
 	github.com/tidwall/match v1.1.1
 	github.com/tidwall/redcon v1.6.2
 )
 
 require (
+	github.com/bsm/redislock v0.9.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
-	golang.org/x/sys v0.12.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -105,13 +106,19 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 		if !ok {
 			return
 		}
-		s.acquire(c, key, token, ttl, false, func(ok bool) {
-			if ok {
-				c.WriteRaw([]byte(spec.ok))
-			} else {
-				c.WriteRaw([]byte(spec.notOwned))
-			}
-		})
+		r, err := s.acquireRaw(key, token, ttl)
+		switch {
+		case err == nil:
+			c.WriteRaw([]byte(spec.ok))
+		case !errors.Is(err, redlock.ErrNotAcquired):
+			writeErr(c, err)
+		case spec.reclaim != nil && r.Prev != nil && spec.reclaim(argv, *r.Prev):
+			// The quorum holder carries the caller's token: it may take
+			// the key over with its new value, on every master.
+			s.broadcastMajority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
+		default:
+			c.WriteRaw([]byte(spec.notOwned))
+		}
 	case opOwnerTTL:
 		k, err := s.rl.Read(ctx, key)
 		switch {

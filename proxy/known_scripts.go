@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -38,6 +39,8 @@ type scriptSpec struct {
 	mode     redlock.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
+	// acquire: a held key whose quorum value the caller may take over
+	reclaim func(argv [][]byte, held string) bool
 	ok       string                   // the operation took effect on a quorum
 	notOwned string                   // a quorum holds another value, or no quorum agrees
 	absent   string                   // a quorum does not hold the key
@@ -85,6 +88,11 @@ var knownScripts = map[string]*scriptSpec{
 	// Laravel add: SETEX if absent; OK or false (nil).
 	"b8dfde8c861025bd12fb6398edfed6323c49d945": {name: "Laravel add", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Second, ok: rOK, notOwned: rNil, absent: rNil},
 
+	// bsm/redislock 0.9 obtain: SET NX PX ARGV[3]; a key whose value starts
+	// with the caller's token (its first ARGV[2] bytes) is taken over.
+	"e16f7c44afa75fbb95a41921267d0e13df09bad5": {name: "bsm/redislock obtain", kind: opAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
+		reclaim: sameTokenPrefix, ok: rOK, notOwned: rNil, absent: rNil},
+
 	// bsm/redislock 0.9 PTTL: the TTL if owned, else -3.
 	"0346cd486b0a21da6d24adcd2e2905865b5df13d": {name: "bsm/redislock pttl", kind: opOwnerTTL, notOwned: ":-3\r\n", absent: ":-3\r\n"},
 	// pottery acquired: the TTL if owned and positive, else 0.
@@ -92,3 +100,15 @@ var knownScripts = map[string]*scriptSpec{
 }
 
 func lookupScript(src string) *scriptSpec { return knownScripts[scriptDigest(src)] }
+
+// sameTokenPrefix: ARGV[2] is the length of the token that starts ARGV[1].
+func sameTokenPrefix(argv [][]byte, held string) bool {
+	if len(argv) < 2 {
+		return false
+	}
+	n, err := strconv.Atoi(string(argv[1]))
+	if err != nil || n < 0 || n > len(argv[0]) || n > len(held) {
+		return false
+	}
+	return held[:n] == string(argv[0][:n])
+}

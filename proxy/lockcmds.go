@@ -75,16 +75,8 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // acquire runs a quorum acquire and answers through reply, or with the
 // previous value for SET … NX GET.
 func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	s.stats.acquires.Add(1)
-	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
-	s.countAcquire(err)
-	var qe *redlock.QuorumError
+	r, err := s.acquireRaw(key, value, ttl)
 	switch {
-	case errors.As(err, &qe):
-		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
-		writeErr(c, err)
 	case err != nil && !errors.Is(err, redlock.ErrNotAcquired):
 		writeErr(c, err)
 	case !get:
@@ -98,6 +90,19 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 		// never be in this state, and nil would claim the key was set.
 		c.WriteError("TRYAGAIN redlock-proxy: no value holds a quorum of masters; lock not acquired")
 	}
+}
+
+// acquireRaw runs a quorum acquire and counts its outcome.
+func (s *Server) acquireRaw(key, value string, ttl time.Duration) (redlock.AcquireResult, error) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	s.stats.acquires.Add(1)
+	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
+	s.countAcquire(err)
+	if errors.Is(err, redlock.ErrNoQuorum) {
+		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
+	}
+	return r, err
 }
 
 func (s *Server) countAcquire(err error) {

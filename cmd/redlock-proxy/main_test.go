@@ -133,3 +133,60 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("the repository's config.toml is rejected: %s", out)
 	}
 }
+
+// A redis-cli session through the binary, as the README shows it.
+func TestRedisCLISession(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-cli is not installed; CI must install redis-tools")
+		}
+		t.Skip("redis-cli not installed")
+	}
+	masters := redistest.StartN(t, 3)
+	port := redistest.FreePort(t)
+	cfg := writeConfig(t, fmt.Sprintf("[proxy]\nlisten = \"127.0.0.1:%d\"\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\n",
+		port, strings.Join(redistest.Addrs(masters), `", "`)))
+	cmd := exec.Command(binary, "-config", cfg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	p := fmt.Sprint(port)
+	cliRun := func(args ...string) string {
+		out, _ := exec.Command(cli, append([]string{"-p", p}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cliRun("ping") != "PONG" {
+		if time.Now().After(deadline) {
+			t.Fatal("proxy did not answer redis-cli PING")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	unlock := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "mylock", "token1", "NX", "PX", "10000"}, "OK"},
+		{[]string{"set", "mylock", "token2", "NX", "PX", "10000"}, ""},
+		{[]string{"get", "mylock"}, "token1"},
+		{[]string{"eval", unlock, "1", "mylock", "token1"}, "1"},
+		{[]string{"set", "mylock", "token2", "NX", "PX", "10000"}, "OK"},
+		{[]string{"incr", "visits"}, "1"},
+		{[]string{"set", "x", "y", "nx", "px", "0"}, "ERR invalid expire time in 'set' command"},
+	}
+	for _, s := range steps {
+		if got := cliRun(s.args...); got != s.want {
+			t.Fatalf("redis-cli %v: got %q, want %q", s.args, got, s.want)
+		}
+	}
+	// Commands piped to one redis-cli, as in a script.
+	c := exec.Command(cli, "-p", p)
+	c.Stdin = strings.NewReader("set piped v NX EX 10\npttl piped\ninfo redlock\n")
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "OK\n") || !strings.Contains(string(out), "quorum:2") {
+		t.Fatalf("piped session: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,124 @@
+// Package compat drives real lock client libraries, unmodified, against the
+// real proxy binary in front of three real redis-server masters.
+package compat
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redlock-proxy-compat")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "redlock-proxy")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/redlock-proxy").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// stack is three masters and the proxy binary in front of them.
+type stack struct {
+	masters []*redistest.Server
+	addr    string
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{masters: redistest.StartN(t, 3)}
+	port := redistest.FreePort(t)
+	s.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	body := fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
+		s.addr, strings.Join(redistest.Addrs(s.masters), `", "`))
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "-config", cfg)
+	logs, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			t.Log("proxy: " + sc.Text())
+		}
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, Protocol: 2})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("proxy did not answer PING")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+// env is what an external test program needs: the proxy's address and the
+// masters', to check that locks are held on a quorum.
+func (s *stack) env() []string {
+	return append(os.Environ(),
+		"REDLOCK_PROXY="+s.addr,
+		"REDLOCK_MASTERS="+strings.Join(redistest.Addrs(s.masters), ","))
+}
+
+// holders counts the masters on which key holds value.
+func (s *stack) holders(key, value string) int {
+	n := 0
+	for _, m := range s.masters {
+		c := m.Client()
+		if v, _ := c.Get(context.Background(), key).Result(); v == value {
+			n++
+		}
+		c.Close()
+	}
+	return n
+}
+
+// need fails under CI (which must install it) or skips elsewhere when a
+// client runtime is missing.
+func need(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing; CI must install it", path)
+		}
+		t.Skipf("%s is missing", path)
+	}
+}
+
+// run runs an external test program against the stack and fails with its
+// output if it fails.
+func run(t *testing.T, s *stack, dir string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = s.env()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("%s failed: %v", name, err)
+	}
+}

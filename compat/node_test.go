@@ -1,0 +1,33 @@
+package compat
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5),
+// unmodified, with the proxy as their only Redis client; the tests are in
+// node/redlock.test.mjs. CI installs the packages with `npm ci` in
+// compat/node first.
+func TestNodeRedlock(t *testing.T) {
+	need(t, "/usr/bin/node")
+	needNodeModules(t, "node", "redlock4", "redlock5", "ioredis", "ioredis4")
+	s := startStack(t)
+	run(t, s, "node", "node", "--test")
+}
+
+// needNodeModules fails under CI, or skips elsewhere, when the npm packages
+// of the node project in dir are not installed.
+func needNodeModules(t *testing.T, dir string, pkgs ...string) {
+	t.Helper()
+	for _, p := range pkgs {
+		path := filepath.Join(dir, "node_modules", p, "package.json")
+		if _, err := os.Stat(path); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is missing; CI must run `npm ci` in compat/%s first", path, dir)
+			}
+			t.Skipf("%s is missing; run `npm ci` in compat/%s", path, dir)
+		}
+	}
+}
