@@ -40,11 +40,11 @@ type scriptSpec struct {
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
 	// acquire: a held key whose quorum value the caller may take over
-	reclaim func(argv [][]byte, held string) bool
-	ok       string                   // the operation took effect on a quorum
-	notOwned string                   // a quorum holds another value, or no quorum agrees
-	absent   string                   // a quorum does not hold the key
-	noTTL    string                   // extend "add": the key has no TTL to add to
+	reclaim  func(argv [][]byte, held string) bool
+	ok       string // the operation took effect on a quorum
+	notOwned string // a quorum holds another value, or no quorum agrees
+	absent   string // a quorum does not hold the key
+	noTTL    string // extend "add": the key has no TTL to add to
 }
 
 // knownScripts maps the digest of a normalised script (see normalizeScript)
