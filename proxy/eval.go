@@ -47,12 +47,81 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		src = string(args[1])
 		_, spec = s.scripts.add(src)
 	}
-	if spec == nil || len(keys) != 1 || !s.isLockKey(keys[0]) {
+	lock := 0
+	for _, k := range keys {
+		if s.isLockKey(k) {
+			lock++
+		}
+	}
+	switch {
+	case spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi):
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
+	case lock < len(keys):
+		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
+	case len(keys) > 1:
+		s.runMultiKeyScript(c, spec, strs(keys), argv)
+	default:
+		s.runScript(c, spec, string(keys[0]), argv)
+	}
+}
+
+func strs(b [][]byte) []string {
+	out := make([]string, len(b))
+	for i, x := range b {
+		out[i] = string(x)
+	}
+	return out
+}
+
+// runMultiKeyScript runs a script over several keys, all or none, and
+// answers the number of keys it acted on.
+func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []string, argv [][]byte) {
+	token, ok := arg(argv, spec.tokenArg)
+	if !ok {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
 		return
 	}
-	s.runScript(c, spec, string(keys[0]), argv)
+	ctx, cancel := s.opContext()
+	defer cancel()
+	n := 0
+	var err error
+	switch spec.kind {
+	case opAcquire:
+		ttl, ok := ttlArg(c, spec, argv)
+		if !ok {
+			return
+		}
+		s.stats.acquires.Add(1)
+		_, err = s.rl.AcquireAll(ctx, keys, token, ttl)
+		s.countAcquire(err)
+		if err == nil {
+			n = len(keys)
+		} else if errors.Is(err, redlock.ErrNotAcquired) {
+			err = nil
+		}
+	case opExtend:
+		ttl, ok := ttlArg(c, spec, argv)
+		if !ok {
+			return
+		}
+		s.stats.extends.Add(1)
+		var extended bool
+		if extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
+			n = len(keys)
+		}
+	case opRelease:
+		s.stats.releases.Add(1)
+		n, err = s.rl.ReleaseAll(ctx, keys, token)
+	default:
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
+		return
+	}
+	if err != nil {
+		writeErr(c, err)
+		return
+	}
+	c.WriteInt(n)
 }
 
 func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][]byte) {

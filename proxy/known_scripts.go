@@ -39,6 +39,7 @@ type scriptSpec struct {
 	mode     redlock.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
+	multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
 	// acquire: a held key whose quorum value the caller may take over
 	reclaim  func(argv [][]byte, held string) bool
 	ok       string // the operation took effect on a quorum
@@ -84,6 +85,16 @@ var knownScripts = map[string]*scriptSpec{
 	"5f194d0f0fe0cffeffeffe4f82addee2324a1e7d": {name: "Spring renew", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.
 	"e3f5b07401d88811169ce7df28a07bdf06e990bd": {name: "python-redis-lock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: redlock.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
+
+	// node-redlock 4.x and 5: multi-key acquire, extend and release, each
+	// answering the number of keys it acted on.
+	"d4e6fca49c680bb234bf373ae1a42e30a8ff8a08": {name: "node-redlock acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"935fa90b5b162c7b7ab562f5982b279224fe39e1": {name: "node-redlock 4.0 acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"04401a2dcbdc523ea08ed84c75cca97e9929a74a": {name: "node-redlock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"f4a8a79d6104fa5573d6e182920d5b6a3e148ffd": {name: "node-redlock 4.0 extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"12c93ff475b2fa8badc1bcee7255b6a36daa3582": {name: "node-redlock release", kind: opRelease, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	// node-redlock 3 acquire: SET NX PX; OK or nil.
+	"af941bd341c75f42f71417c790ff831ddf365132": {name: "node-redlock 3 acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// Laravel add: SETEX if absent; OK or false (nil).
 	"b8dfde8c861025bd12fb6398edfed6323c49d945": {name: "Laravel add", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Second, ok: rOK, notOwned: rNil, absent: rNil},

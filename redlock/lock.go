@@ -30,6 +30,7 @@ var ErrSplitVote = fmt.Errorf("%w: split vote", ErrNotAcquired)
 // Lock is a granted lock.
 type Lock struct {
 	Key, Value string
+	Keys       []string      // every key of a multi-key lock, Key first
 	TTL        time.Duration // 0: the key has no expiry
 	Validity   time.Duration // time left when granted, less the drift allowance; 0 with no TTL
 	Votes      int           // trusted masters that granted it
@@ -48,19 +49,55 @@ type AcquireResult struct {
 // few masters could vote. A lock that was not granted is removed by value
 // from every master, including those that did not answer in time.
 func (c *Client) Acquire(ctx context.Context, key, value string, ttl time.Duration) (*Lock, error) {
-	r, err := c.acquire(ctx, key, value, ttl)
+	r, err := c.acquire(ctx, []string{key}, value, ttl)
 	return r.Lock, err
+}
+
+// AcquireAll takes every key for value, all or none, on a quorum of masters:
+// a master votes yes only when it took every key.
+func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (*Lock, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("redlock: no keys")
+	}
+	r, err := c.acquire(ctx, keys, value, ttl)
+	return r.Lock, err
+}
+
+// acquireSteps returns the per-master vote of an acquire and its undo.
+func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(context.Context, *node) (setVote, error), undo func(context.Context, *node)) {
+	if len(keys) == 1 {
+		args := setArgs(keys[0], value, ttl)
+		return func(ctx context.Context, n *node) (setVote, error) { return setOnce(ctx, n, args) },
+			func(ctx context.Context, n *node) { _ = releaseScript.Run(ctx, n.rdb, keys, value).Err() }
+	}
+	ms := ttl.Milliseconds()
+	return func(ctx context.Context, n *node) (setVote, error) {
+			v, err := acquireAllScript.Run(ctx, n.rdb, keys, value, ms).Slice()
+			if err != nil || len(v) == 0 {
+				return setVote{}, err
+			}
+			if toInt(v[0]) == 1 {
+				return setVote{set: true}, nil
+			}
+			held := ""
+			if len(v) > 1 {
+				held = fmt.Sprint(v[1])
+			}
+			return setVote{prev: &held}, nil
+		}, func(ctx context.Context, n *node) {
+			_ = releaseAllScript.Run(ctx, n.rdb, keys, value).Err()
+		}
 }
 
 // AcquireGet is Acquire that also reports the value a quorum held when the
 // lock was not granted, as SET … NX GET does.
 func (c *Client) AcquireGet(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
-	return c.acquire(ctx, key, value, ttl)
+	return c.acquire(ctx, []string{key}, value, ttl)
 }
 
-func (c *Client) acquire(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
+func (c *Client) acquire(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
 	for attempt := 0; ; attempt++ {
-		r, err := c.acquireOnce(ctx, key, value, ttl)
+		r, err := c.acquireOnce(ctx, keys, value, ttl)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
 			return r, err
 		}
@@ -108,21 +145,21 @@ func setArgs(key, value string, ttl time.Duration) []any {
 	return args
 }
 
-func (c *Client) acquireOnce(ctx context.Context, key, value string, ttl time.Duration) (AcquireResult, error) {
-	args := setArgs(key, value, ttl)
+func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
+	vote, undo := c.acquireSteps(keys, value, ttl)
 	decided := make(chan struct{})
 	var rollback bool // written before decided is closed
 	rolledBack := make(chan *node, len(c.nodes))
 	start := time.Now()
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (setVote, error) {
-		v, err := setOnce(nctx, n, args)
+		v, err := vote(nctx, n)
 		// Wait for the outcome, then undo this master's part of a lock that
 		// was not granted: also where the SET timed out, as it may still land.
 		go func() {
 			<-decided
 			if rollback && (err != nil || v.set) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				_ = releaseScript.Run(rctx, n.rdb, []string{key}, value).Err()
+				undo(rctx, n)
 				cancel()
 			}
 			rolledBack <- n
@@ -156,7 +193,7 @@ func (c *Client) acquireOnce(ctx context.Context, key, value string, ttl time.Du
 	var err error
 	switch {
 	case t.yes >= t.quorum && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
-		l := &Lock{Key: key, Value: value, TTL: ttl, Votes: t.yes}
+		l := &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Votes: t.yes}
 		if ttl > 0 {
 			l.Validity = validity(ttl, elapsed, c.opts.drift)
 		}
@@ -314,4 +351,69 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 		return r, false, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
 	}
 	return r, false, nil
+}
+
+// ReleaseAll deletes every key that holds value on every master, and
+// reports how many keys were deleted from a quorum. It waits for every
+// master (each within the node timeout).
+func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (int, error) {
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) ([]int64, error) {
+		return releaseAllScript.Run(nctx, n.rdb, keys, value).Int64Slice()
+	})
+	deleted := make([]int, len(keys))
+	failed := 0
+	var errs []error
+	for range c.nodes {
+		r := <-ch
+		if r.err != nil {
+			failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+			continue
+		}
+		for i, v := range r.val {
+			if i < len(deleted) && v == 1 {
+				deleted[i]++
+			}
+		}
+	}
+	released := 0
+	for _, d := range deleted {
+		if d >= c.quorum {
+			released++
+		}
+	}
+	if released == 0 && len(c.nodes)-failed < c.quorum {
+		return 0, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return released, nil
+}
+
+// ExtendAll renews every key to ttl where all of them hold value. It
+// reports whether a quorum of trusted masters renewed them with validity
+// left.
+func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (bool, error) {
+	start := time.Now()
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return extendAllScript.Run(nctx, n.rdb, keys, value, ttl.Milliseconds()).Int64()
+	})
+	yes, failed := 0, 0
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		r := got[len(got)-1]
+		switch {
+		case r.err != nil:
+			failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case r.val == 1 && r.trusted:
+			yes++
+		}
+		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
+	})
+	if yes >= c.quorum {
+		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil
+	}
+	if len(c.nodes)-failed < c.quorum {
+		return false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return false, nil
 }

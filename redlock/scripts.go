@@ -38,3 +38,37 @@ return 1`)
 
 // readScript answers the value and the PTTL of KEYS[1] in one step.
 var readScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+
+// acquireAllScript takes every key in KEYS for ARGV[1] with TTL ARGV[2] ms
+// (0: none) when none of them exists: {1}; else {0, value of a taken key}.
+var acquireAllScript = redis.NewScript(`
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v then return {0, v} end
+end
+local ttl = tonumber(ARGV[2])
+for _, k in ipairs(KEYS) do
+  if ttl > 0 then redis.call('SET', k, ARGV[1], 'PX', ttl) else redis.call('SET', k, ARGV[1]) end
+end
+return {1}`)
+
+// releaseAllScript deletes each key in KEYS that holds ARGV[1] and answers,
+// per key, 1 deleted, 0 held by another value, -1 absent.
+var releaseAllScript = redis.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v == false then out[i] = -1
+  elseif v == ARGV[1] then redis.call('DEL', k) out[i] = 1
+  else out[i] = 0 end
+end
+return out`)
+
+// extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
+// of them hold ARGV[1]: 1, else 0.
+var extendAllScript = redis.NewScript(`
+for _, k in ipairs(KEYS) do
+  if redis.call('GET', k) ~= ARGV[1] then return 0 end
+end
+for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+return 1`)

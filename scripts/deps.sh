@@ -10,10 +10,10 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -22,6 +22,12 @@ fi
 if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
   systemctl stop redis-server || true
 fi
+
+# Node lock libraries for the compatibility suite, from the npm registry.
+if ! command -v npm >/dev/null; then
+  ${SUDO:-} apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+(cd compat/node && npm ci --no-audit --no-fund --loglevel=error)
 
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "Go is needed (https://go.dev/dl/)"; exit 1; }
