@@ -213,10 +213,12 @@ func arg(argv [][]byte, i int) (string, bool) {
 }
 
 // ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
+// Negative values are kept: PEXPIRE with one ends the key, as on Redis.
 func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool) {
 	v, ok := arg(argv, spec.ttlArg)
 	n, err := strconv.ParseInt(v, 10, 64)
-	if !ok || err != nil || n < 0 || n > int64(1<<62)/int64(spec.ttlUnit) {
+	limit := int64(1<<62) / int64(spec.ttlUnit)
+	if !ok || err != nil || n > limit || n < -limit || (spec.kind == opAcquire && n <= 0) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}

@@ -70,8 +70,9 @@ var knownScripts = map[string]*scriptSpec{
 	"efecc536fe048aed035d9ea11146c51a22a50835": {name: "cheprasov update", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.reacquire.
 	"7e5b8b1c8492617cc2e01b1f67de23df28f74ccb": {name: "redis-py reacquire", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
-	// redis-py Lock.extend: ARGV[3] "0" adds to the remaining TTL, "1" replaces it.
-	"f450802dd75d333e0f6e746befbe093331bc1869": {name: "redis-py extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet,
+	// redis-py Lock.extend: ARGV[3] "0" adds to the remaining TTL, "1"
+	// replaces it; either way a key without a TTL is refused.
+	"f450802dd75d333e0f6e746befbe093331bc1869": {name: "redis-py extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSetIfTTL,
 		addIf: func(argv [][]byte) bool { return len(argv) > 2 && string(argv[2]) == "0" }, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
 	// redis-py 3.0–3.4 Lock.extend: always additive.
 	"9c88fe13df0b37e65edadc538dd26de4f193ce68": {name: "redis-py extend (3.0-3.4)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendAdd, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
@@ -79,8 +80,8 @@ var knownScripts = map[string]*scriptSpec{
 	"1f9a1f028f75d4d6ce17714651295ce404fad2d5": {name: "redsync touch (set nx)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendClaim, ok: rOne, notOwned: rZero, absent: rZero},
 	// RedLock.net extend: takes an absent key; -1 when held by another value.
 	"a8d0ab9aabea86c076b4e2acded05cc1c8f238df": {name: "RedLock.net extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendClaim, ok: rOne, notOwned: rNeg1, absent: rZero},
-	// Laravel refreshLock: seconds; 0 persists.
-	"105542cc6c99ee666eb2c60b9e8e4a24ad25e140": {name: "Laravel refreshLock", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	// Laravel refreshLock: seconds; 0 or less persists.
+	"105542cc6c99ee666eb2c60b9e8e4a24ad25e140": {name: "Laravel refreshLock", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: redlock.ExtendPersist0, ok: rOne, notOwned: rZero, absent: rZero},
 	// Spring Integration ≥ 6.4 renew: true / false (nil).
 	"5f194d0f0fe0cffeffeffe4f82addee2324a1e7d": {name: "Spring renew", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.

@@ -296,9 +296,11 @@ type ExtendMode string
 
 // Extend modes.
 const (
-	ExtendSet   ExtendMode = "set"   // the TTL becomes ttl
-	ExtendAdd   ExtendMode = "add"   // ttl is added to the remaining TTL
-	ExtendClaim ExtendMode = "claim" // as ExtendSet, and an absent key is taken
+	ExtendSet      ExtendMode = "set"      // PEXPIRE ttl: the TTL becomes ttl; 0 or less ends the lock
+	ExtendSetIfTTL ExtendMode = "setttl"   // as ExtendSet, only on a key that has a TTL
+	ExtendAdd      ExtendMode = "add"      // ttl is added to the remaining TTL, which must exist
+	ExtendClaim    ExtendMode = "claim"    // as ExtendSet, and an absent key is taken
+	ExtendPersist0 ExtendMode = "persist0" // as ExtendSet, but a ttl of 0 or less removes the expiry
 )
 
 // ExtendResult counts what an extend found on the masters that answered.
@@ -341,8 +343,8 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 		return r.Extended >= c.quorum || r.Extended+pending < c.quorum
 	})
 	if r.Extended >= c.quorum {
-		if ttl == 0 {
-			return r, true, nil
+		if ttl <= 0 {
+			return r, true, nil // the lock was ended or made permanent: no validity to check
 		}
 		r.Validity = validity(ttl, time.Since(start), c.opts.drift)
 		return r, r.Validity > 0, nil

@@ -3,6 +3,7 @@ package redlock
 import (
 	"bufio"
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ type node struct {
 	restarts   int
 	durable    bool
 	up         bool
+	down       bool // failed downAfter times in a row: not sent to until a probe answers
+	fails      int  // consecutive failures
 	lastErr    string
 	latency    time.Duration
 }
@@ -127,15 +130,49 @@ func (n *node) trusted(now time.Time) bool {
 	return !now.Before(n.guardUntil)
 }
 
+// record notes the outcome of one call. An error reply from Redis means the
+// master answered; timeouts and connection errors count towards marking it
+// down.
 func (n *node) record(err error, latency time.Duration) {
+	var re redis.Error
+	reached := err == nil || err == redis.Nil || errors.As(err, &re)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.up = err == nil || err == redis.Nil
-	if !n.up {
-		n.lastErr = err.Error()
-	} else {
-		n.latency = latency
+	n.up = reached
+	if reached {
+		n.latency, n.fails = latency, 0
+		return
 	}
+	n.lastErr = err.Error()
+	n.fails++
+	if n.opts.downAfter > 0 && n.fails >= n.opts.downAfter && !n.down {
+		n.down = true
+		n.logf("redlock: master %s marked down after %d failures (%v); probing it in the background", n.addr, n.fails, err)
+	}
+}
+
+// isDown reports whether calls skip this master for now.
+func (n *node) isDown() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.down
+}
+
+// probe pings a master that is down and marks it up when it answers. A new
+// connection runs onConnect, so a restart is noticed before it votes.
+func (n *node) probe(ctx context.Context) {
+	if !n.isDown() {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, n.opts.nodeTimeout)
+	defer cancel()
+	if err := n.rdb.Ping(pctx).Err(); err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down, n.fails, n.up = false, 0, true
+	n.logf("redlock: master %s is back", n.addr)
 }
 
 func (n *node) status() MasterStatus {
@@ -146,7 +183,7 @@ func (n *node) status() MasterStatus {
 		left = 0
 	}
 	return MasterStatus{
-		Addr: n.addr, RunID: n.runID, Up: n.up, Guarded: left > 0, GuardLeft: left,
+		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
 		Restarts: n.restarts, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
 	}
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -21,6 +22,10 @@ func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context
 	ch := make(chan reply[T], len(c.nodes))
 	base := context.WithoutCancel(ctx)
 	for _, n := range c.nodes {
+		if n.isDown() {
+			ch <- reply[T]{node: n, err: errMasterDown}
+			continue
+		}
 		go func(n *node) {
 			nctx, cancel := context.WithTimeout(base, c.opts.nodeTimeout)
 			defer cancel()
@@ -32,6 +37,9 @@ func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context
 	}
 	return ch
 }
+
+// errMasterDown is the vote of a master that is marked down.
+var errMasterDown = errors.New("master marked down")
 
 // collect reads replies until done says the outcome is decided or every
 // master has answered. It returns the replies read; late ones are dropped.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,9 +13,12 @@ import (
 // Client runs Redlock operations against a fixed set of independent masters.
 // It is safe for concurrent use.
 type Client struct {
-	nodes  []*node
-	quorum int
-	opts   options
+	nodes   []*node
+	quorum  int
+	opts    options
+	stop    chan struct{} // closed by Close: ends the prober
+	stopped chan struct{}
+	once    sync.Once
 }
 
 type options struct {
@@ -25,6 +29,8 @@ type options struct {
 	retryDelay  time.Duration
 	guardWindow time.Duration
 	poolSize    int
+	downAfter   int
+	probeEvery  time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
 }
@@ -60,6 +66,15 @@ func WithRestartGuard(window time.Duration) Option {
 	return func(o *options) { o.guardWindow = window }
 }
 
+// WithMarkDown sets after how many consecutive failures (timeouts,
+// connection errors) a master is marked down, and how often a down master is
+// probed. Calls skip a down master and count it as a failed vote at once, so
+// they never wait on it. Default 3 failures, probed every 200 ms; after 0
+// never marks down.
+func WithMarkDown(after int, probeEvery time.Duration) Option {
+	return func(o *options) { o.downAfter, o.probeEvery = after, probeEvery }
+}
+
 // WithPoolSize sets the connection pool size per master. Default 64.
 func WithPoolSize(n int) Option { return func(o *options) { o.poolSize = n } }
 
@@ -79,6 +94,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
 		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64,
+		downAfter: 3, probeEvery: 200 * time.Millisecond,
 	}
 	for _, f := range opts {
 		f(&o)
@@ -86,11 +102,35 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	if err := o.validate(len(addrs)); err != nil {
 		return nil, err
 	}
-	c := &Client{quorum: o.quorum, opts: o}
+	c := &Client{quorum: o.quorum, opts: o, stop: make(chan struct{}), stopped: make(chan struct{})}
 	for i, a := range addrs {
 		c.nodes = append(c.nodes, newNode(i, a, &c.opts))
 	}
+	go c.prober()
 	return c, nil
+}
+
+// prober probes down masters until Close.
+func (c *Client) prober() {
+	defer close(c.stopped)
+	if c.opts.downAfter <= 0 || c.opts.probeEvery <= 0 {
+		<-c.stop
+		return
+	}
+	t := time.NewTicker(c.opts.probeEvery)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			for _, n := range c.nodes {
+				n.probe(ctx)
+			}
+		}
+	}
 }
 
 func (o *options) validate(n int) error {
@@ -125,6 +165,7 @@ func (c *Client) Masters() int { return len(c.nodes) }
 
 // Close closes every master connection.
 func (c *Client) Close() error {
+	c.once.Do(func() { close(c.stop); <-c.stopped })
 	var errs []error
 	for _, n := range c.nodes {
 		errs = append(errs, n.rdb.Close())
@@ -137,6 +178,7 @@ type MasterStatus struct {
 	Addr        string
 	RunID       string
 	Up          bool          // the last operation or probe reached it
+	Down        bool          // skipped by calls until a background probe reaches it
 	Guarded     bool          // its votes are withheld by the restart guard
 	GuardLeft   time.Duration // how long the guard still holds
 	Restarts    int           // restarts noticed since the client started
