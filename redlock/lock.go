@@ -216,10 +216,12 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	}
 	close(decided)
 	if rollback {
-		// Wait for the masters that answered; late ones undo their part
-		// on their own once their SET returns.
-		for range got {
-			<-rolledBack
+		// Wait for the masters that answered; late and failed ones undo
+		// their part on their own, in the background.
+		for _, r := range got {
+			if r.err == nil {
+				<-rolledBack
+			}
 		}
 	}
 	return res, err
