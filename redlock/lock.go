@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,11 +65,11 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, tt
 }
 
 // acquireSteps returns the per-master vote of an acquire and its undo.
-func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(context.Context, *node) (setVote, error), undo func(context.Context, *node)) {
+func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(context.Context, *node) (setVote, error), undo func(context.Context, *node) error) {
 	if len(keys) == 1 {
 		args := setArgs(keys[0], value, ttl)
 		return func(ctx context.Context, n *node) (setVote, error) { return setOnce(ctx, n, args) },
-			func(ctx context.Context, n *node) { _ = releaseScript.Run(ctx, n.rdb, keys, value).Err() }
+			func(ctx context.Context, n *node) error { return releaseScript.Run(ctx, n.rdb, keys, value).Err() }
 	}
 	ms := ttl.Milliseconds()
 	return func(ctx context.Context, n *node) (setVote, error) {
@@ -84,8 +85,8 @@ func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (v
 				held = fmt.Sprint(v[1])
 			}
 			return setVote{prev: &held}, nil
-		}, func(ctx context.Context, n *node) {
-			_ = releaseAllScript.Run(ctx, n.rdb, keys, value).Err()
+		}, func(ctx context.Context, n *node) error {
+			return releaseAllScript.Run(ctx, n.rdb, keys, value).Err()
 		}
 }
 
@@ -146,6 +147,10 @@ func setArgs(key, value string, ttl time.Duration) []any {
 }
 
 func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
+	if ok := c.votersAvailable(); ok < c.quorum {
+		// Known in advance: refuse before anything is written.
+		return AcquireResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
+	}
 	vote, undo := c.acquireSteps(keys, value, ttl)
 	decided := make(chan struct{})
 	var rollback bool // written before decided is closed
@@ -159,7 +164,12 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 			<-decided
 			if rollback && (err != nil || v.set) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				undo(rctx, n)
+				if undo(rctx, n) != nil {
+					// The delete may still land later and remove a lock
+					// this same token wins meanwhile: until it cannot
+					// matter, this master's votes for the token don't count.
+					n.taint(taintKey(keys, value), c.taintFor(ttl))
+				}
 				cancel()
 			}
 			rolledBack <- n
@@ -176,7 +186,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		case r.err != nil:
 			t.failed++
 			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case !r.trusted:
+		case !r.trusted || r.node.tainted(taintKey(keys, value)):
 			t.untrusted++
 		case r.val.set:
 			t.yes++
@@ -420,4 +430,30 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 		return false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
 	}
 	return false, nil
+}
+
+// taintFor is how long a master whose rollback failed does not vote for the
+// same token: the lock's TTL or the guard window, whichever is longer.
+func (c *Client) taintFor(ttl time.Duration) time.Duration {
+	d := max(ttl, c.opts.guardWindow)
+	if d == 0 {
+		d = time.Minute
+	}
+	return d
+}
+
+func taintKey(keys []string, value string) string {
+	return strings.Join(keys, "\x00") + "\x01" + value
+}
+
+// votersAvailable counts the masters that could vote now: not marked down
+// and not held back by the restart guard.
+func (c *Client) votersAvailable() int {
+	now, n := time.Now(), 0
+	for _, nd := range c.nodes {
+		if !nd.isDown() && nd.trusted(now) {
+			n++
+		}
+	}
+	return n
 }

@@ -24,8 +24,9 @@ type node struct {
 	restarts   int
 	durable    bool
 	up         bool
-	down       bool // failed downAfter times in a row: not sent to until a probe answers
-	fails      int  // consecutive failures
+	down       bool                 // failed downAfter times in a row: not sent to until a probe answers
+	fails      int                  // consecutive failures
+	taints     map[string]time.Time // key+token → until when this master's votes for it don't count
 	lastErr    string
 	latency    time.Duration
 }
@@ -186,4 +187,27 @@ func (n *node) status() MasterStatus {
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
 		Restarts: n.restarts, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
 	}
+}
+
+// taint withholds this master's votes for one key and token for d.
+func (n *node) taint(k string, d time.Duration) {
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.taints == nil {
+		n.taints = map[string]time.Time{}
+	}
+	for t, until := range n.taints {
+		if now.After(until) {
+			delete(n.taints, t)
+		}
+	}
+	n.taints[k] = now.Add(d)
+}
+
+func (n *node) tainted(k string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	until, ok := n.taints[k]
+	return ok && time.Now().Before(until)
 }
