@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/mattn/go-isatty"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -52,6 +54,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		return err
@@ -75,6 +78,14 @@ func run(args []string, stderr io.Writer) error {
 		}
 		return nil
 	}
+}
+
+// redisLogger sends go-redis's own messages (pool dial failures and the
+// like) to the proxy's log instead of plain lines on stderr.
+type redisLogger struct{ log zerolog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Msgf(format, v...)
 }
 
 // loadConfig reads a TOML file over the defaults; an unknown key is an error
