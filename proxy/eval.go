@@ -39,10 +39,18 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if name == "evalsha" {
 		e, ok := s.scripts.get(string(args[1]))
 		if !ok {
-			c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-			return
+			// A known library script runs without its text; anything else,
+			// or a known script on keys that are not lock keys, makes the
+			// client send EVAL.
+			spec = specBySHA(string(args[1]))
+			if spec == nil || !s.allLockKeys(keys) {
+				c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+				return
+			}
 		}
-		src, spec = e.src, e.spec
+		if ok {
+			src, spec = e.src, e.spec
+		}
 	} else {
 		src = string(args[1])
 		_, spec = s.scripts.add(src)
@@ -54,6 +62,8 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
+	case (spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi)) && src == "":
+		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
 	case spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi):
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
@@ -64,6 +74,15 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		s.runScript(c, spec, string(keys[0]), argv)
 	}
+}
+
+func (s *Server) allLockKeys(keys [][]byte) bool {
+	for _, k := range keys {
+		if !s.isLockKey(k) {
+			return false
+		}
+	}
+	return len(keys) > 0
 }
 
 func strs(b [][]byte) []string {
@@ -247,7 +266,7 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		c.WriteArray(len(args) - 2)
 		for _, sha := range args[2:] {
-			if _, ok := s.scripts.get(string(sha)); ok {
+			if _, ok := s.scripts.get(string(sha)); ok || specBySHA(string(sha)) != nil {
 				c.WriteInt(1)
 			} else {
 				c.WriteInt(0)

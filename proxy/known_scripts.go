@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -112,6 +113,65 @@ var knownScripts = map[string]*scriptSpec{
 }
 
 func lookupScript(src string) *scriptSpec { return knownScripts[scriptDigest(src)] }
+
+// wireSHAs maps the true SHA1 of the exact text each library sends to the
+// digest of its normalised form, so that EVALSHA of a known lock script works
+// on a proxy that never saw it loaded (after a restart, or behind a load
+// balancer in front of several proxies).
+var wireSHAs = map[string]string{
+	"4e92fdc63815b3a0a2dd1c1df3694de73607c88d": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // antirez_redlock_rb
+	"80a1b5f2cfccec3b7119ba7721d2127682b691a7": "e16f7c44afa75fbb95a41921267d0e13df09bad5", // bsm_redislock_v0
+	"6484da7d58920897fdc22b7f9afd1a3d47524ea8": "0346cd486b0a21da6d24adcd2e2905865b5df13d", // bsm_redislock_v0
+	"a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // bsm_redislock_v0, node_redlock_v3
+	"cf0e94b2e9ffc7e04395cf88f7583fc309985910": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // bsm_redislock_v0, node_redlock_v3
+	"9bdce90060b1eb1923ba581ffba7051865f063d7": "42caa3859bd6037743b55b0464defac8bf080b0e", // cheprasov
+	"b414769872ec8518662b9f29e83fc691b0349f45": "efecc536fe048aed035d9ea11146c51a22a50835", // cheprasov
+	"a08c9c69b7c07ae2485190873b90d128a23e502d": "b8dfde8c861025bd12fb6398edfed6323c49d945", // laravel
+	"d5f94f1848f0c54fff99d99dbc4d54184a157c02": "105542cc6c99ee666eb2c60b9e8e4a24ad25e140", // laravel
+	"647c65a442733a1aa440f99908d249d13b4d6c4a": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // laravel
+	"acaf90b4697bb48bb5f603e9e613a54df7536c70": "f4a8a79d6104fa5573d6e182920d5b6a3e148ffd", // node_redlock_4
+	"d01fb69e6ecc8bad3ca9bacba9f4f9e96862313f": "935fa90b5b162c7b7ab562f5982b279224fe39e1", // node_redlock_4
+	"1d48b4c6fea2cdadc46b3346de5c2eaf121c7bb3": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_4
+	"517e7ed95f00c0c4a209c6a7afcc6ab797d30b85": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_4
+	"e5a322e2634ef59a516e8ea150cb085afafee684": "d4e6fca49c680bb234bf373ae1a42e30a8ff8a08", // node_redlock_4, node_redlock_v4
+	"862f31bf38e9b63ce28d6e9e5143551bb34ef981": "af941bd341c75f42f71417c790ff831ddf365132", // node_redlock_v3
+	"ce46f80993d5dac20dd066eb301a4e37994bdbed": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_v4
+	"0f0f23b9048b36752b5be114f357ba083449f908": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_v4
+	"96da70f7716f27d278a5218544df37fd8b0a5e4c": "d4e6fca49c680bb234bf373ae1a42e30a8ff8a08", // node_redlock_v5
+	"aed6f382e410db8ba7926d4e5e9aab410bf2a78a": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_v5
+	"e4612211c9f8f51c257e26e056b0a654b3187242": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_v5
+	"a3c474d56e072c9dde09ba0b8a0018a026cdff7f": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // php_lock_2x
+	"d220654d7721ae520b15ed0e24a4cc97024efa08": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // php_lock_3x
+	"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992": "92f8764d904ca76b901c158faf6af0f73d334991", // pottery
+	"ba015a80261b616e7a62d35df0b8e3edbe6c9414": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // pottery
+	"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // pottery
+	"fed16109024d968d9496e4140fe1355bac05ebff": "e3f5b07401d88811169ce7df28a07bdf06e990bd", // python_redis_lock
+	"a4e8783852e6b949f9ef3a97212805108459a890": "f450802dd75d333e0f6e746befbe093331bc1869", // redispy
+	"4a484ac024e9b025224cd9f8e1d59dbf3c15d00d": "9c88fe13df0b37e65edadc538dd26de4f193ce68", // redispy
+	"1cac51482acf5858da00f6d685d68f886cd6b6b2": "7e5b8b1c8492617cc2e01b1f67de23df28f74ccb", // redispy
+	"c3f8721cbb97f72bc19e972846bd7aaf91901658": "7207705fe594df3ae9284ac1bb02cb839e6bb6d6", // redispy
+	"9f614a785a5f9ae8c6396c6b4bf94d2087342603": "a8d0ab9aabea86c076b4e2acded05cc1c8f238df", // redlock_net
+	"18b2a577dbe847b16bebde190d69a1613d68e60e": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redlock_net
+	"8e4905cee18e7c3188d10f2b8b170e403baed34f": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redlock_rb_gem
+	"00583931c4e4d483f6233879c133c71ed5393f9d": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redsync_v4
+	"e950836ed1e694540c503ef9972b8de518044d3b": "5f851f2ef1cdcac21aa82b064c9ac022a9a7adb0", // redsync_v4
+	"d75bb8b5bd13532ddedd17762e772346e39b321e": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // redsync_v4
+	"b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79": "1f9a1f028f75d4d6ce17714651295ce404fad2d5", // redsync_v4
+	"bec85b1c518b7ba0348a49c79b24adbb1ca95d3b": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // ronnylt_redlock_php, symfony_le5
+	"194f3902b2dd08557818d09fc2e7682d91480e53": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // shedlock
+	"67256370c2d1c87e2250898075542b1a7fa5b917": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // shedlock
+	"879e0f7b8d83c3266d4e996627438c05dbda0b89": "5f194d0f0fe0cffeffeffe4f82addee2324a1e7d", // spring_int_ge6
+	"ae948f48c8da9feb2e215c474a412c605d33ff30": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // symfony_le5
+	"64fb5624bc429fd3a7351146e3f479a4c8bb251e": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // yii2
+}
+
+// specBySHA returns the operation of a library script known by its true SHA1.
+func specBySHA(sha string) *scriptSpec {
+	if d, ok := wireSHAs[strings.ToLower(sha)]; ok {
+		return knownScripts[d]
+	}
+	return nil
+}
 
 // sameTokenPrefix: ARGV[2] is the length of the token that starts ARGV[1].
 func sameTokenPrefix(argv [][]byte, held string) bool {

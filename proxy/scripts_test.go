@@ -149,3 +149,30 @@ func mustLoad(t *testing.T, e *env, src string) string {
 	}
 	return sha.(string)
 }
+
+// A proxy that never saw a library's script loaded still runs it by its
+// SHA1 (a restarted proxy, or another proxy behind the same balancer).
+// 0f0f23b9… is node-redlock 4.2's release script, d75bb8b5… go-redsync's
+// touch script; the compatibility suite drives both libraries for real.
+func TestKnownLibraryScriptBySHAWithoutLoad(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.do("SET", key, "tok", "NX", "PX", 1000)
+	n, err := e.do("EVALSHA", "d75bb8b5bd13532ddedd17762e772346e39b321e", 1, key, "tok", 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "touch by SHA", n, any(int64(1)))
+	eventually(t, "extended on every master", func() bool {
+		p := must(e.do("PTTL", key)).(int64)
+		return p > 20000
+	})
+	ex, _ := e.do("SCRIPT", "EXISTS", "0f0f23b9048b36752b5be114f357ba083449f908")
+	mustEqual(t, "SCRIPT EXISTS of a known library script", ex.([]any)[0], any(int64(1)))
+	n, err = e.do("EVALSHA", "0f0f23b9048b36752b5be114f357ba083449f908", 1, key, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "release by SHA", n, any(int64(1)))
+	eventually(t, "deleted on every master", func() bool { return count(e.onMasters(key), "") == 3 })
+}
