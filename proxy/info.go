@@ -30,6 +30,11 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		fmt.Fprintf(&b, "redis_version:%s\r\nredlock_proxy_version:%s\r\nredis_mode:standalone\r\nos:%s %s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n",
 			redisVersion, Version, runtime.GOOS, runtime.GOARCH, os.Getpid(), portOf(s.cfg.Proxy.Listen), int(time.Since(s.started).Seconds()))
 	})
+	section("Memory", func() {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Fprintf(&b, "used_memory:%d\r\nheap_sys:%d\r\ngoroutines:%d\r\n", m.HeapAlloc, m.HeapSys, runtime.NumGoroutine())
+	})
 	section("Clients", func() {
 		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\n",
 			s.clients.Load(), s.cfg.Proxy.MaxClients, s.stats.connections.Load())

@@ -130,3 +130,18 @@ func (s *Server) Cont() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // String names the server.
 func (s *Server) String() string { return fmt.Sprintf("redis@%s", s.Addr) }
+
+// BuildProxy builds the proxy binary into a temporary directory, for a
+// TestMain; cleanup removes it.
+func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "redlock-proxy-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	path = dir + "/redlock-proxy"
+	if out, err := exec.Command("go", "build", "-o", path, cmdDir).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build %s: %v\n%s", cmdDir, err, out)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
