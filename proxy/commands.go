@@ -80,8 +80,10 @@ func (s *Server) touchesLockKey(name string, args [][]byte) bool {
 	switch name {
 	case "eval", "evalsha":
 		keys = nil
-		if n, err := parseInt(args[2]); len(args) > 2 && err == nil && n > 0 && int(n) <= len(args)-3 {
-			keys = args[3 : 3+n]
+		if len(args) > 2 {
+			if n, err := parseInt(args[2]); err == nil && n > 0 && int(n) <= len(args)-3 {
+				keys = args[3 : 3+n]
+			}
 		}
 	case "del", "unlink", "exists":
 		keys = args[1:]

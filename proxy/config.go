@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +25,38 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText prints the duration.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// Size is a number of bytes. In TOML it is an integer, or a string with one
+// of Redis's units, in either case: "k" (1000), "kb" (1024), "m" (1000²),
+// "mb" (1024²), "g" (1000³), "gb" (1024³); for example "512mb".
+type Size int64
+
+// UnmarshalText parses a byte count such as 1048576, "64kb" or "1gb".
+func (s *Size) UnmarshalText(b []byte) error {
+	t := strings.ToLower(strings.TrimSpace(string(b)))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > maxSize/mult {
+		return fmt.Errorf("invalid size %q (want bytes, or e.g. \"64kb\", \"512mb\", \"1gb\")", b)
+	}
+	*s = Size(n * mult)
+	return nil
+}
+
+// MarshalText prints the size in bytes.
+func (s Size) MarshalText() ([]byte, error) { return []byte(strconv.FormatInt(int64(s), 10)), nil }
+
+// maxSize bounds every Size setting (1 TiB), far above any sane limit.
+const maxSize = 1 << 40
+
 // Config is the proxy's configuration; config.toml at the repository root
 // documents every field.
 type Config struct {
@@ -39,6 +73,17 @@ type ProxyConfig struct {
 	PassthroughTimeout Duration `toml:"passthrough_timeout"`
 	MaxClients         int      `toml:"max_clients"`
 	IdleTimeout        Duration `toml:"idle_timeout"`
+
+	// MaxBulkLen is the longest argument a client may send (Redis's
+	// proto-max-bulk-len); a longer declared length closes the client
+	// with "Protocol error: invalid bulk length".
+	MaxBulkLen Size `toml:"max_bulk_len"`
+	// MaxQueryBuffer bounds the bytes of one command a client may have sent
+	// but not finished (Redis's client-query-buffer-limit).
+	MaxQueryBuffer Size `toml:"max_query_buffer"`
+	// WriteTimeout closes a client that does not read its replies: a write
+	// to it that makes no progress for this long fails. 0 waits forever.
+	WriteTimeout Duration `toml:"write_timeout"`
 }
 
 // RedlockConfig is the quorum side.
@@ -67,6 +112,7 @@ func DefaultConfig() Config {
 		Proxy: ProxyConfig{
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
+			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
 		},
 		Redlock: RedlockConfig{
 			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
@@ -123,6 +169,12 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.max_clients: must be positive")
 	case c.Proxy.IdleTimeout.Duration < 0:
 		return errors.New("proxy.idle_timeout: must not be negative")
+	case c.Proxy.MaxBulkLen <= 0 || c.Proxy.MaxBulkLen > maxSize:
+		return fmt.Errorf("proxy.max_bulk_len: %d is outside 1..%d bytes", c.Proxy.MaxBulkLen, int64(maxSize))
+	case c.Proxy.MaxQueryBuffer < c.Proxy.MaxBulkLen || c.Proxy.MaxQueryBuffer > maxSize:
+		return fmt.Errorf("proxy.max_query_buffer: %d is outside %d (proxy.max_bulk_len)..%d bytes", c.Proxy.MaxQueryBuffer, c.Proxy.MaxBulkLen, int64(maxSize))
+	case c.Proxy.WriteTimeout.Duration < 0:
+		return errors.New("proxy.write_timeout: must not be negative")
 	}
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":

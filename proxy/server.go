@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,18 +69,21 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096), started: time.Now(),
 		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256),
 	}
-	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.handle, s.accept, s.closed)
+	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.dispatch, s.accept, s.closed)
 	s.srv.SetIdleClose(cfg.Proxy.IdleTimeout.Duration)
 	return s, nil
 }
 
 // Listen opens the configured listen address. It is separate from Serve so
-// a caller knows the address is bound before clients are started.
+// a caller knows the address is bound before clients are started. Every
+// client connection is wrapped in a clientConn, which enforces the input
+// and output limits (see clientconn.go).
 func (s *Server) Listen() (net.Addr, error) {
-	ln, err := net.Listen("tcp", s.cfg.Proxy.Listen)
+	nl, err := net.Listen("tcp", s.cfg.Proxy.Listen)
 	if err != nil {
 		return nil, err
 	}
+	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: s.cfg.Proxy.WriteTimeout.Duration}
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
@@ -130,13 +135,55 @@ func (s *Server) accept(c redcon.Conn) bool {
 	return true
 }
 
-// closed runs under redcon's server lock: it only releases this client's
-// pinned backend connection.
-func (s *Server) closed(c redcon.Conn, _ error) {
+// closed runs under redcon's server lock: it logs why a client was cut off
+// (bad input, or a write or idle deadline) and releases the client's pinned
+// backend connection.
+func (s *Server) closed(c redcon.Conn, err error) {
 	s.clients.Add(-1)
+	var pe *protoError
+	if errors.As(err, &pe) {
+		s.log.Info().Str("client", c.RemoteAddr()).Err(err).Msg("client closed: bad input")
+	} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.log.Info().Str("client", c.RemoteAddr()).Msg("client closed: it did not read its replies within proxy.write_timeout, or was idle for proxy.idle_timeout")
+	}
 	if st, ok := c.Context().(*client); ok && st.pinned != nil {
 		st.pinned.close()
 		st.pinned = nil
+	}
+}
+
+// dispatch serves one command of a client, around handle:
+//
+//   - a client whose connection was closed (QUIT, a panic) or failed a
+//     write is gone: the rest of its pipeline is dropped, not run (a lock
+//     nobody will hear of is not taken), as Redis stops after QUIT;
+//   - the reply is handed to the clientConn at once, so that a batch of
+//     commands cannot pile up replies in redcon's buffer (small ones are
+//     still sent in one write at the end of the batch);
+//   - a panic in a handler closes that client with an error and is logged;
+//     the proxy and its other clients go on.
+func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
+	cc, _ := c.NetConn().(*clientConn)
+	if cc != nil && cc.gone() {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			name := ""
+			if len(cmd.Args) > 0 {
+				name = string(cmd.Args[0][:min(len(cmd.Args[0]), 32)])
+			}
+			s.log.Error().Str("client", c.RemoteAddr()).Str("command", name).Interface("panic", r).
+				Str("stack", string(debug.Stack())).Msg("command handler panicked; closing the client")
+			c.WriteError("ERR redlock-proxy: internal error; closing the connection")
+			_ = c.Close()
+		}
+	}()
+	s.handle(c, cmd)
+	if w := redcon.BaseWriter(c); w != nil && cc != nil {
+		cc.hold = true
+		_ = w.Flush()
+		cc.hold = false
 	}
 }
 

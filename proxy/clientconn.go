@@ -1,0 +1,411 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// Client input and output limits.
+//
+// redcon parses a client's input itself, and its reader has no limits: it
+// keeps every byte of an unfinished command in a buffer that doubles without
+// bound (it does not preallocate a declared length, but a declared 1 GB bulk
+// that arrives slowly is buffered in full, and so is an endless inline line);
+// it calls itself recursively once per read that does not finish a command,
+// so a command trickled a byte per TCP segment grows the goroutine stack
+// until the Go runtime aborts the whole process ("stack overflow"); a
+// declared length near 2^63 overflows its index arithmetic and panics, which
+// also ends the process; and a huge multibulk count makes it loop that many
+// times on every read.
+//
+// The proxy therefore gives redcon a wrapped connection, clientConn, whose
+// Read runs every byte through inputFramer, a small state machine that
+// follows RESP framing exactly as redcon's reader does (without building the
+// command) and checks it before redcon sees it:
+//
+//   - a bulk length above proxy.max_bulk_len, or one that cannot be a
+//     number, answers "-ERR Protocol error: invalid bulk length" and closes
+//     the client, as Redis does; a multibulk count above maxArgs, or that is
+//     not a positive number, answers "invalid multibulk length";
+//   - a command whose bytes would exceed proxy.max_query_buffer, or an inline
+//     command longer than Redis's 64 KB inline limit, closes the client with
+//     an error, so a client's pending input never exceeds those bounds;
+//   - Read returns only when a whole command has arrived or the caller's
+//     buffer is full, so redcon's buffer doubles at each of its recursive
+//     reads and their depth is logarithmic in the command's size;
+//   - blank inline lines (which redcon would read past with one more
+//     recursion each) and the leading spaces of inline lines (which it
+//     ignores) are not passed on.
+//
+// Commands completed before a malformed one are served first; the error is
+// answered when redcon asks for more input, then the connection is closed.
+// Other clients are not affected.
+//
+// Output: redcon collects the replies to a whole pipeline batch in memory
+// before it writes them, so a small batch of commands with large replies
+// (GET of a big value, many times over) could make that buffer huge. The
+// server therefore flushes after every command (Server.dispatch); clientConn
+// holds small replies back until the batch ends, so pipelining still costs
+// one write per batch. A client that stops reading blocks its own goroutine
+// in that write, which then stops reading its input (TCP pushes back on the
+// client); the write fails, and the client is closed, when it makes no
+// progress for proxy.write_timeout. A client's unsent output is thus at most
+// one reply plus outHoldMax.
+
+// Limits that are not settings.
+const (
+	// maxArgs bounds a command's multibulk count. Redis accepts up to
+	// 2^31-1, but redcon's reader loops over the declared count on every
+	// read of an unfinished command.
+	maxArgs = 1 << 20
+	// maxInline is Redis's PROTO_INLINE_MAX_SIZE.
+	maxInline = 64 << 10
+	// maxHeaderDigits bounds the digits of a count or length line.
+	maxHeaderDigits = 20
+	// outHoldMax is the most output held back until the end of a batch.
+	outHoldMax = 64 << 10
+	// writeChunk is the most written under one write deadline.
+	writeChunk = 64 << 10
+)
+
+// protoError is a malformed-input error; its text is Redis's.
+type protoError struct{ msg string }
+
+func (e *protoError) Error() string { return "Protocol error: " + e.msg }
+
+var (
+	errMultibulkLen = &protoError{"invalid multibulk length"}
+	errBulkLen      = &protoError{"invalid bulk length"}
+	errInlineSize   = &protoError{"too big inline request"}
+	errQueryBuffer  = &protoError{"query buffer limit reached (proxy.max_query_buffer)"}
+)
+
+func errExpectedDollar(b byte) error {
+	s := string(rune(b))
+	if b < ' ' || b > '~' {
+		s = fmt.Sprintf("\\x%02x", b)
+	}
+	return &protoError{"expected '$', got '" + s + "'"}
+}
+
+// inputLimits configures an inputFramer.
+type inputLimits struct {
+	maxBulk, maxQuery, maxArgs, maxInline int64
+}
+
+func limitsOf(c ProxyConfig) inputLimits {
+	return inputLimits{maxBulk: int64(c.MaxBulkLen), maxQuery: int64(c.MaxQueryBuffer), maxArgs: maxArgs, maxInline: maxInline}
+}
+
+// framer states.
+const (
+	fStart    = iota // at the start of a command
+	fLead            // leading spaces of an inline line dropped
+	fLeadCR          // a '\r' held back (a blank line if '\n' follows)
+	fInline          // inside an inline command
+	fCount           // in the "*<count>\r\n" line
+	fBulkHead        // expecting '$'
+	fBulkLen         // in the "$<length>\r\n" line
+	fBody            // inside a bulk's bytes
+	fBodyCR          // expecting the '\r' after a bulk
+	fBodyLF          // expecting the '\n' after a bulk
+)
+
+// inputFramer follows the framing of one client's input; see the comment at
+// the top of this file.
+type inputFramer struct {
+	lim     inputLimits
+	state   int
+	num     int64 // the number of the count or length line
+	digits  int   // its digits so far
+	cr      bool  // the line's '\r' has been seen
+	args    int64 // bulks left in the command
+	body    int64 // bytes left in the bulk
+	pending int64 // bytes of the unfinished command
+}
+
+// holding reports whether a dropped byte may still have to be passed on.
+func (f *inputFramer) holding() bool { return f.state == fLead || f.state == fLeadCR }
+
+// scan checks the bytes b[i:end] and moves those to pass on down to b[w:].
+// The caller guarantees w < i while holding(), so a held byte fits. It
+// returns the new w, the w just after the last command completed (-1 if
+// none), and the error that stops the input.
+func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
+	cut := -1
+	put := func(c byte) {
+		b[w] = c
+		w++
+	}
+	done := func() {
+		f.state, f.pending = fStart, 0
+		cut = w
+	}
+	for i < end {
+		if f.state == fBody {
+			k := end - i
+			if int64(k) > f.body {
+				k = int(f.body)
+			}
+			if w != i {
+				copy(b[w:], b[i:i+k])
+			}
+			w, i, f.body, f.pending = w+k, i+k, f.body-int64(k), f.pending+int64(k)
+			if f.body == 0 {
+				f.state = fBodyCR
+			}
+			continue
+		}
+		c := b[i]
+		i++
+		f.pending++
+		switch f.state {
+		case fStart, fLead:
+			switch {
+			case c == '*' && f.state == fStart:
+				put(c)
+				f.state, f.num, f.digits, f.cr = fCount, 0, 0, false
+			case c == ' ':
+				f.state = fLead
+			case c == '\r':
+				f.state = fLeadCR
+			case c == '\n':
+				f.state, f.pending = fStart, 0 // a blank line
+			default:
+				if c == '*' {
+					put(' ') // " *…" is inline; "*…" would not be
+				}
+				put(c)
+				f.state = fInline
+			}
+		case fLeadCR:
+			if c == '\n' {
+				f.state, f.pending = fStart, 0 // a blank line
+				break
+			}
+			put('\r') // the '\r' was part of the command
+			put(c)
+			f.state = fInline
+		case fInline:
+			put(c)
+			if c == '\n' {
+				done()
+			} else if f.pending > f.lim.maxInline {
+				return w, cut, errInlineSize
+			}
+		case fCount, fBulkLen:
+			bad := errMultibulkLen
+			if f.state == fBulkLen {
+				bad = errBulkLen
+			}
+			switch {
+			case f.cr:
+				if c != '\n' || f.digits == 0 {
+					return w, cut, bad
+				}
+				put(c)
+				f.cr = false
+				if f.state == fCount {
+					if f.num == 0 || f.num > f.lim.maxArgs {
+						return w, cut, bad
+					}
+					f.args, f.state = f.num, fBulkHead
+					break
+				}
+				if f.num > f.lim.maxBulk {
+					return w, cut, bad
+				}
+				if f.pending+f.num+2 > f.lim.maxQuery {
+					return w, cut, errQueryBuffer
+				}
+				f.body, f.state = f.num, fBody
+				if f.num == 0 {
+					f.state = fBodyCR
+				}
+			case c == '\r':
+				put(c)
+				f.cr = true
+			case c >= '0' && c <= '9' && f.digits < maxHeaderDigits:
+				put(c)
+				f.num = f.num*10 + int64(c-'0')
+				f.digits++
+				if f.num > f.lim.maxBulk && f.num > f.lim.maxArgs {
+					return w, cut, bad
+				}
+			default:
+				return w, cut, bad
+			}
+		case fBulkHead:
+			if c != '$' {
+				return w, cut, errExpectedDollar(c)
+			}
+			put(c)
+			f.state, f.num, f.digits, f.cr = fBulkLen, 0, 0, false
+		case fBodyCR:
+			if c != '\r' {
+				return w, cut, errBulkLen
+			}
+			put(c)
+			f.state = fBodyLF
+		case fBodyLF:
+			if c != '\n' {
+				return w, cut, errBulkLen
+			}
+			put(c)
+			f.args--
+			if f.args == 0 {
+				done()
+			} else {
+				f.state = fBulkHead
+			}
+		}
+		if f.pending > f.lim.maxQuery {
+			return w, cut, errQueryBuffer
+		}
+	}
+	return w, cut, nil
+}
+
+// clientListener wraps every accepted connection in a clientConn.
+type clientListener struct {
+	net.Listener
+	lim          inputLimits
+	writeTimeout time.Duration
+}
+
+func (l *clientListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newClientConn(nc, l.lim, l.writeTimeout), nil
+}
+
+// clientConn is a client connection as redcon sees it: input checked by an
+// inputFramer, output written with a progress deadline. redcon uses it from
+// the client's goroutine only (Close excepted, which net.Conn allows).
+type clientConn struct {
+	net.Conn
+	f            inputFramer
+	writeTimeout time.Duration
+	rerr         error  // the error the next Read returns
+	told         bool   // a protocol error was answered
+	hold         bool   // Write may keep small output back (mid-batch)
+	out          []byte // output kept back
+	werr         error  // a write failed: the client is gone
+	closed       atomic.Bool
+}
+
+func newClientConn(nc net.Conn, lim inputLimits, writeTimeout time.Duration) *clientConn {
+	return &clientConn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: writeTimeout}
+}
+
+// Read returns checked input once it holds a whole command or fills p.
+func (c *clientConn) Read(p []byte) (int, error) {
+	if c.rerr != nil {
+		return 0, c.fail(c.rerr)
+	}
+	if len(p) < 2 {
+		return 0, io.ErrShortBuffer
+	}
+	total := 0
+	for {
+		start := total
+		if c.f.holding() {
+			start++ // room for a held byte
+		}
+		if start >= len(p) {
+			return total, nil
+		}
+		n, err := c.Conn.Read(p[start:])
+		w, cut, ferr := c.f.scan(p, total, start, start+n)
+		if ferr != nil {
+			// Pass on the commands completed before the error; the error
+			// itself is answered at the next Read, after their replies.
+			c.rerr = ferr
+			if cut > 0 {
+				return cut, nil
+			}
+			return 0, c.fail(ferr)
+		}
+		total = w
+		if err != nil {
+			if total > 0 {
+				c.rerr = err
+				return total, nil
+			}
+			return 0, err
+		}
+		if cut >= 0 {
+			return total, nil
+		}
+	}
+}
+
+// fail answers a protocol error once, as Redis does, and returns err.
+func (c *clientConn) fail(err error) error {
+	if pe, ok := err.(*protoError); ok && !c.told {
+		c.told = true
+		_ = c.send([]byte("-ERR " + pe.Error() + "\r\n"))
+	}
+	return err
+}
+
+// Write sends b, or keeps it back while hold is set and little is kept.
+func (c *clientConn) Write(b []byte) (int, error) {
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.hold && len(c.out)+len(b) <= outHoldMax {
+		c.out = append(c.out, b...)
+		return len(b), nil
+	}
+	if len(c.out) > 0 {
+		if len(c.out)+len(b) <= writeChunk {
+			c.out, b = append(c.out, b...), nil
+		}
+		err := c.send(c.out)
+		if c.out = c.out[:0]; cap(c.out) > 4<<10 {
+			c.out = nil
+		}
+		if err != nil {
+			c.werr = err
+			return 0, err
+		}
+	}
+	if err := c.send(b); err != nil {
+		c.werr = err
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// send writes b in chunks, each under its own deadline: a slow reader that
+// keeps reading is served, one that stops is cut off.
+func (c *clientConn) send(b []byte) error {
+	for len(b) > 0 {
+		k := min(len(b), writeChunk)
+		if c.writeTimeout > 0 {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		}
+		n, err := c.Conn.Write(b[:k])
+		b = b[n:]
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (c *clientConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+// gone reports whether the connection was closed or a write to it failed:
+// the rest of the client's pipeline is not to be run.
+func (c *clientConn) gone() bool { return c.werr != nil || c.closed.Load() }
