@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: unit tests and tests against real redis-server
-# masters, the real proxy binary and real client libraries.
+# Runs the whole test suite: unit tests, tests against real redis-server
+# masters, the real proxy binary and real client libraries, the fault and
+# load suites, and each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 export PATH="$PATH:/usr/local/go/bin"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
+for target in FuzzInputFramer FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript; do
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime 8s ./proxy >/dev/null
+  echo "fuzz $target: 8s, no failure"
+done
