@@ -11,6 +11,8 @@ if [ -n "$unformatted" ]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
 for target in FuzzInputFramer FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript; do
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime 8s ./proxy >/dev/null
+  if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 8s ./proxy 2>&1); then
+    echo "$out"; exit 1
+  fi
   echo "fuzz $target: 8s, no failure"
 done
