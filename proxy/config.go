@@ -60,9 +60,27 @@ const maxSize = 1 << 40
 // Config is the proxy's configuration; config.toml at the repository root
 // documents every field.
 type Config struct {
-	Proxy   ProxyConfig   `toml:"proxy"`
-	Redlock RedlockConfig `toml:"redlock"`
-	Log     LogConfig     `toml:"log"`
+	Proxy   ProxyConfig    `toml:"proxy"`
+	Redlock RedlockConfig  `toml:"redlock"`
+	Log     LogConfig      `toml:"log"`
+	Scripts []ScriptConfig `toml:"scripts"`
+}
+
+// ScriptConfig teaches the proxy a lock script of the operator's own: the
+// script's text (read from File by the caller into Source) and the quorum
+// operation it stands for.
+type ScriptConfig struct {
+	File     string `toml:"file"`
+	Source   string `toml:"-"`
+	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl
+	TokenArg int    `toml:"token_arg"` // ARGV index of the token, from 1
+	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire)
+	TTLUnit  string `toml:"ttl_unit"`  // "ms" (default) or "s"
+	Mode     string `toml:"mode"`      // extend: set (default), setttl, add, claim, persist0
+	Multi    bool   `toml:"multi"`     // takes any number of keys, all or none, answers a count
+	OK       any    `toml:"ok"`        // reply when it took effect on a quorum: an integer, "OK" or "nil"
+	NotOwned any    `toml:"not_owned"` // reply when the key holds another value (or no quorum agrees)
+	Absent   any    `toml:"absent"`    // reply when a quorum does not hold the key
 }
 
 // ProxyConfig is the client-facing side.
@@ -175,6 +193,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("proxy.max_query_buffer: %d is outside %d (proxy.max_bulk_len)..%d bytes", c.Proxy.MaxQueryBuffer, c.Proxy.MaxBulkLen, int64(maxSize))
 	case c.Proxy.WriteTimeout.Duration < 0:
 		return errors.New("proxy.write_timeout: must not be negative")
+	}
+	if _, err := customScripts(c.Scripts); err != nil {
+		return err
 	}
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":

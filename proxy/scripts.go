@@ -99,10 +99,11 @@ func trueSHA(src string) string {
 // most max scripts; beyond that the oldest entries are forgotten and their
 // EVALSHA answers NOSCRIPT, which clients answer with EVAL.
 type scriptCache struct {
-	mu    sync.RWMutex
-	texts map[string]cachedScript
-	order []string
-	max   int
+	mu     sync.RWMutex
+	texts  map[string]cachedScript
+	order  []string
+	max    int
+	custom map[string]*scriptSpec // from [[scripts]] in the config, by normalised digest; read-only
 }
 
 // cachedScript is a script's text and, if recognised, its operation.
@@ -111,8 +112,18 @@ type cachedScript struct {
 	spec *scriptSpec
 }
 
-func newScriptCache(max int) *scriptCache {
-	return &scriptCache{texts: map[string]cachedScript{}, max: max}
+func newScriptCache(max int, custom map[string]*scriptSpec) *scriptCache {
+	return &scriptCache{texts: map[string]cachedScript{}, max: max, custom: custom}
+}
+
+// lookup recognises a script: the operator's own scripts first, then the
+// libraries' (knownScripts).
+func (s *scriptCache) lookup(src string) *scriptSpec {
+	d := scriptDigest(src)
+	if sp, ok := s.custom[d]; ok {
+		return sp
+	}
+	return knownScripts[d]
 }
 
 // add remembers src and returns its true SHA1 and recognised operation.
@@ -124,7 +135,7 @@ func (s *scriptCache) add(src string) (string, *scriptSpec) {
 	if ok {
 		return sha, e.spec
 	}
-	e = cachedScript{src: src, spec: lookupScript(src)}
+	e = cachedScript{src: src, spec: s.lookup(src)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.texts[sha]; ok {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
 // The unlock script as the Redlock spec gives it, and spellings of it that
@@ -175,4 +177,36 @@ func TestKnownLibraryScriptBySHAWithoutLoad(t *testing.T) {
 	}
 	mustEqual(t, "release by SHA", n, any(int64(1)))
 	eventually(t, "deleted on every master", func() bool { return count(e.onMasters(key), "") == 3 })
+}
+
+// An operator's own unlock script, taught through [[scripts]], runs on the
+// quorum; untaught, the same script runs on the backend alone and leaves the
+// lock on the other masters.
+func TestCustomScriptFromConfig(t *testing.T) {
+	const mine = `local v = redis.call('get', KEYS[1]) if v == ARGV[2] then return redis.call('del', KEYS[1]) end return -7`
+	for _, taught := range []bool{true, false} {
+		t.Run(map[bool]string{true: "taught", false: "untaught"}[taught], func(t *testing.T) {
+			e := newEnv(t, 3, func(c *proxy.Config) {
+				if taught {
+					c.Scripts = []proxy.ScriptConfig{{File: "mine.lua", Source: mine, Op: "release", TokenArg: 2, OK: int64(1), NotOwned: int64(-7)}}
+				}
+			})
+			key := e.key("k")
+			e.do("SET", key, "tok", "NX", "PX", 10000)
+			eventually(t, "lock on every master", func() bool { return count(e.onMasters(key), "tok") == 3 })
+			n, err := e.do("EVAL", mine, 1, key, "ignored", "tok")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustEqual(t, "reply", n, any(int64(1)))
+			left := count(e.onMasters(key), "tok")
+			if taught {
+				mustEqual(t, "copies left after a taught release", left, 0)
+				n, _ = e.do("EVAL", mine, 1, key, "ignored", "tok")
+				mustEqual(t, "not owned", n, any(int64(-7)))
+			} else {
+				mustEqual(t, "copies left when the script ran on one master", left, 2)
+			}
+		})
+	}
 }

@@ -65,8 +65,12 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	custom, err := customScripts(cfg.Scripts)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096), started: time.Now(),
+		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
 		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256),
 	}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.dispatch, s.accept, s.closed)

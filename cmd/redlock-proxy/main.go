@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,20 @@ func loadConfig(path string) (proxy.Config, error) {
 			keys[i] = k.String()
 		}
 		return cfg, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+	}
+	for i := range cfg.Scripts {
+		f := cfg.Scripts[i].File
+		if f == "" {
+			return cfg, fmt.Errorf("config %s: scripts[%d]: file is missing", path, i)
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return cfg, fmt.Errorf("config %s: scripts[%d]: %w", path, i, err)
+		}
+		cfg.Scripts[i].Source = string(src)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)

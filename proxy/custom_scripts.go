@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// customScripts turns the [[scripts]] entries of the config into operations,
+// keyed by the digest of each script's normalised text.
+func customScripts(cfgs []ScriptConfig) (map[string]*scriptSpec, error) {
+	out := map[string]*scriptSpec{}
+	for i, c := range cfgs {
+		sp, err := c.spec()
+		if err != nil {
+			return nil, fmt.Errorf("scripts[%d] (%s): %w", i, c.File, err)
+		}
+		out[scriptDigest(c.Source)] = sp
+	}
+	return out, nil
+}
+
+func (c ScriptConfig) spec() (*scriptSpec, error) {
+	if c.Source == "" {
+		return nil, fmt.Errorf("the script text is empty (file not read?)")
+	}
+	sp := &scriptSpec{name: c.File, tokenArg: c.TokenArg - 1, ttlArg: c.TTLArg - 1, multi: c.Multi, ttlUnit: time.Millisecond}
+	switch c.Op {
+	case "release":
+		sp.kind = opRelease
+	case "extend":
+		sp.kind = opExtend
+	case "acquire":
+		sp.kind = opAcquire
+	case "owner_ttl":
+		sp.kind = opOwnerTTL
+	default:
+		return nil, fmt.Errorf("op %q is not one of release, extend, acquire, owner_ttl", c.Op)
+	}
+	if c.TokenArg < 1 {
+		return nil, fmt.Errorf("token_arg must be an ARGV index from 1")
+	}
+	if (sp.kind == opExtend || sp.kind == opAcquire) && c.TTLArg < 1 {
+		return nil, fmt.Errorf("ttl_arg must be an ARGV index from 1 for op %q", c.Op)
+	}
+	switch c.TTLUnit {
+	case "", "ms":
+	case "s":
+		sp.ttlUnit = time.Second
+	default:
+		return nil, fmt.Errorf("ttl_unit %q is not ms or s", c.TTLUnit)
+	}
+	switch m := redlock.ExtendMode(c.Mode); m {
+	case "":
+		sp.mode = redlock.ExtendSet
+	case redlock.ExtendSet, redlock.ExtendSetIfTTL, redlock.ExtendAdd, redlock.ExtendClaim, redlock.ExtendPersist0:
+		sp.mode = m
+	default:
+		return nil, fmt.Errorf("mode %q is not one of set, setttl, add, claim, persist0", c.Mode)
+	}
+	var err error
+	if sp.ok, err = rawReply(c.OK, rOne); err != nil {
+		return nil, fmt.Errorf("ok: %w", err)
+	}
+	if sp.notOwned, err = rawReply(c.NotOwned, rZero); err != nil {
+		return nil, fmt.Errorf("not_owned: %w", err)
+	}
+	if sp.absent, err = rawReply(c.Absent, sp.notOwned); err != nil {
+		return nil, fmt.Errorf("absent: %w", err)
+	}
+	sp.noTTL = sp.notOwned
+	return sp, nil
+}
+
+// rawReply turns a configured reply (an integer, "OK" or "nil") into RESP.
+func rawReply(v any, def string) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return def, nil
+	case int64:
+		return ":" + strconv.FormatInt(x, 10) + "\r\n", nil
+	case string:
+		switch x {
+		case "OK":
+			return rOK, nil
+		case "nil":
+			return rNil, nil
+		}
+	}
+	return "", fmt.Errorf("%v is not an integer, \"OK\" or \"nil\"", v)
+}
