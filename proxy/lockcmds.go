@@ -323,6 +323,7 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
+	s.rl.WaitWrites(ctx, fmt.Sprint(args[1]))
 	got := s.rl.Broadcast(ctx, nil, args...)
 	counts := map[string]int{}
 	answered := 0
@@ -373,6 +374,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
+	s.rl.WaitWrites(ctx, string(args[1]))
 	ones, answered := 0, 0
 	var errReply error
 	s.rl.Broadcast(ctx, func(got []redlock.Result) bool {

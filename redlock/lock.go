@@ -152,6 +152,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		return AcquireResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
 	}
 	vote, undo := c.acquireSteps(keys, value, ttl)
+	c.flights.begin(keys, len(c.nodes))
 	decided := make(chan struct{})
 	var rollback bool // written before decided is closed
 	rolledBack := make(chan *node, len(c.nodes))
@@ -172,6 +173,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 				}
 				cancel()
 			}
+			c.flights.end(keys)
 			rolledBack <- n
 		}()
 		return v, err
@@ -225,6 +227,23 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		rollback = res.Prev == nil || *res.Prev != value
 	}
 	close(decided)
+	// Masters marked down were sent nothing: their writes are not pending.
+	skipped := 0
+	for _, r := range got {
+		if r.err == errMasterDown {
+			skipped++
+		}
+	}
+	go func(unread int) {
+		for i := 0; i < unread; i++ {
+			if r := <-ch; r.err == errMasterDown {
+				c.flights.end(keys)
+			}
+		}
+	}(len(c.nodes) - len(got))
+	for i := 0; i < skipped; i++ {
+		c.flights.end(keys)
+	}
 	if rollback {
 		// Wait for the masters that answered; late and failed ones undo
 		// their part on their own, in the background.
@@ -276,6 +295,7 @@ func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
 // get the delete. A *QuorumError is returned when too few masters answered
 // to say whether the lock was held.
 func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
+	c.WaitWrites(ctx, key)
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
 		return releaseScript.Run(nctx, n.rdb, []string{key}, value).Int64()
 	})
@@ -329,6 +349,7 @@ type ExtendResult struct {
 // extended when a quorum of trusted masters renewed it and validity is left;
 // ok reports that.
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
+	c.WaitWrites(ctx, key)
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
@@ -371,6 +392,9 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 // reports how many keys were deleted from a quorum. It waits for every
 // master (each within the node timeout).
 func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (int, error) {
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) ([]int64, error) {
 		return releaseAllScript.Run(nctx, n.rdb, keys, value).Int64Slice()
 	})
@@ -406,6 +430,9 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 // reports whether a quorum of trusted masters renewed them with validity
 // left.
 func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (bool, error) {
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
 	start := time.Now()
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
 		return extendAllScript.Run(nctx, n.rdb, keys, value, ttl.Milliseconds()).Int64()

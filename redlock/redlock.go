@@ -19,6 +19,7 @@ type Client struct {
 	stop    chan struct{} // closed by Close: ends the prober
 	stopped chan struct{}
 	once    sync.Once
+	flights inflight
 }
 
 type options struct {

@@ -535,15 +535,21 @@ def test_only_one_of_many_contenders_wins(masters, name):
 
 
 def test_evalsha_noscript_fallback_on_fresh_client(masters, name):
-    # Forget every script the proxy has seen, then let a brand-new client's
-    # Lock run its first release and extend: redis-py sends EVALSHA, gets
-    # NOSCRIPT, loads the script and retries on its own.
+    # Forget every script the proxy has been sent, then let a brand-new
+    # client's Lock run its first release and extend by EVALSHA. The proxy
+    # knows redis-py's scripts by their SHA1 even so (as a restarted proxy
+    # would), and SCRIPT EXISTS says so; an unknown script still gets
+    # NOSCRIPT, which redis-py answers by loading it.
     r = proxy_client()
     try:
         r.script_flush()
         lock = r.lock(name, timeout=10)
         shas = [Lock.lua_release.sha, Lock.lua_extend.sha, Lock.lua_reacquire.sha]
-        assert r.script_exists(*shas) == [False, False, False]
+        assert r.script_exists(*shas) == [True, True, True]
+        unknown = r.register_script("return 'not a lock script'")
+        assert r.script_exists(unknown.sha) == [False]
+        assert unknown() == b"not a lock script"
+        assert r.script_exists(unknown.sha) == [True]
 
         assert lock.acquire(blocking=False) is True
         token = lock.local.token
