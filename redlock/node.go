@@ -26,6 +26,7 @@ type node struct {
 	up         bool
 	down       bool                 // failed downAfter times in a row: not sent to until a probe answers
 	fails      int                  // consecutive failures
+	lastOK     time.Time            // the last call it answered
 	taints     map[string]time.Time // key+token → until when this master's votes for it don't count
 	lastErr    string
 	latency    time.Duration
@@ -137,16 +138,24 @@ func (n *node) trusted(now time.Time) bool {
 func (n *node) record(err error, latency time.Duration) {
 	var re redis.Error
 	reached := err == nil || err == redis.Nil || errors.As(err, &re)
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return // our own pool was busy: says nothing about the master
+	}
+	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.up = reached
 	if reached {
-		n.latency, n.fails = latency, 0
+		n.latency, n.fails, n.lastOK = latency, 0, now
 		return
 	}
 	n.lastErr = err.Error()
 	n.fails++
-	if n.opts.downAfter > 0 && n.fails >= n.opts.downAfter && !n.down {
+	// Calls in flight together fail together in one scheduling stall: a
+	// master is marked down only when it has also not answered anything
+	// for twice the node timeout.
+	silent := now.Sub(n.lastOK) > 2*n.opts.nodeTimeout
+	if n.opts.downAfter > 0 && n.fails >= n.opts.downAfter && silent && !n.down {
 		n.down = true
 		n.logf("redlock: master %s marked down after %d failures (%v); probing it in the background", n.addr, n.fails, err)
 	}
