@@ -122,7 +122,7 @@ func wrongArgs(c redcon.Conn, name string) {
 // forward passes a command through to the backend: on the client's pinned
 // connection if it has one, else on a pooled connection.
 func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
-	s.stats.passthrough.Add(1)
+	s.m.passthrough.Inc()
 	bc, pooled, err := s.backendFor(st, pin)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")

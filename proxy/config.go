@@ -64,6 +64,12 @@ type Config struct {
 	Redlock RedlockConfig  `toml:"redlock"`
 	Log     LogConfig      `toml:"log"`
 	Scripts []ScriptConfig `toml:"scripts"`
+	Metrics MetricsConfig  `toml:"metrics"`
+}
+
+// MetricsConfig is the HTTP side: Prometheus metrics and health checks.
+type MetricsConfig struct {
+	Listen string `toml:"listen"` // host:port for /metrics, /healthz, /readyz; empty: off
 }
 
 // ScriptConfig teaches the proxy a lock script of the operator's own: the
@@ -193,6 +199,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("proxy.max_query_buffer: %d is outside %d (proxy.max_bulk_len)..%d bytes", c.Proxy.MaxQueryBuffer, c.Proxy.MaxBulkLen, int64(maxSize))
 	case c.Proxy.WriteTimeout.Duration < 0:
 		return errors.New("proxy.write_timeout: must not be negative")
+	}
+	if c.Metrics.Listen != "" {
+		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {
+			return err
+		}
 	}
 	if _, err := customScripts(c.Scripts); err != nil {
 		return err

@@ -105,15 +105,15 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []strin
 	defer cancel()
 	n := 0
 	var err error
+	start := time.Now()
 	switch spec.kind {
 	case opAcquire:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
 		}
-		s.stats.acquires.Add(1)
 		_, err = s.rl.AcquireAll(ctx, keys, token, ttl)
-		s.countAcquire(err)
+		s.m.acquire(err, time.Since(start))
 		if err == nil {
 			n = len(keys)
 		} else if errors.Is(err, redlock.ErrNotAcquired) {
@@ -124,14 +124,14 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []strin
 		if !ok {
 			return
 		}
-		s.stats.extends.Add(1)
 		var extended bool
 		if extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
 			n = len(keys)
 		}
+		s.m.done(opExtendLbl, extended, err, time.Since(start))
 	case opRelease:
-		s.stats.releases.Add(1)
 		n, err = s.rl.ReleaseAll(ctx, keys, token)
+		s.m.done(opReleaseLbl, n > 0, err, time.Since(start))
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
 		return
@@ -152,10 +152,11 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
+	start := time.Now()
 	switch spec.kind {
 	case opRelease:
-		s.stats.releases.Add(1)
 		r, err := s.rl.Release(ctx, key, token)
+		s.m.done(opReleaseLbl, r.Released(q), err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -167,7 +168,6 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 			c.WriteRaw([]byte(spec.notOwned))
 		}
 	case opExtend:
-		s.stats.extends.Add(1)
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
@@ -177,6 +177,7 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 			mode = redlock.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
+		s.m.done(opExtendLbl, extended, err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)

@@ -37,7 +37,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	})
 	section("Clients", func() {
 		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\n",
-			s.clients.Load(), s.cfg.Proxy.MaxClients, s.stats.connections.Load())
+			s.clients.Load(), s.cfg.Proxy.MaxClients, counterValue(s.m.connections))
 	})
 	section("Redlock", func() {
 		ms := s.rl.Status()
@@ -53,8 +53,9 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		fmt.Fprintf(&b, "masters:%d\r\nquorum:%d\r\nmasters_up:%d\r\nmasters_guarded:%d\r\nrestart_guard_window_ms:%d\r\n",
 			len(ms), s.rl.Quorum(), up, guarded, s.guardWindow().Milliseconds())
 		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\n",
-			s.stats.acquires.Load(), s.stats.acquireGranted.Load(), s.stats.acquireHeld.Load(), s.stats.acquireNoQuorum.Load(),
-			s.stats.acquireOther.Load(), s.stats.releases.Load(), s.stats.extends.Load(), s.stats.passthrough.Load())
+			count(s.m.acquires, ""), count(s.m.acquires, outGranted), count(s.m.acquires, outHeld), count(s.m.acquires, outNoQuorum),
+			count(s.m.acquires, outSpent)+count(s.m.acquires, outSplit)+count(s.m.acquires, outFailed),
+			count(s.m.releases, ""), count(s.m.extends, ""), counterValue(s.m.passthrough))
 		for i, m := range ms {
 			state := "up"
 			if !m.Up {

@@ -39,8 +39,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if o.expire != "" && ttl <= 0 {
 		// An absolute time already past: Redis would store and drop it at
 		// once; as a lock it has no validity, so nothing is stored.
-		s.stats.acquires.Add(1)
-		s.stats.acquireOther.Add(1)
+		s.m.acquire(redlock.ErrValiditySpent, 0)
 		c.WriteNull()
 		return
 	}
@@ -96,26 +95,13 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 func (s *Server) acquireRaw(key, value string, ttl time.Duration) (redlock.AcquireResult, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	s.stats.acquires.Add(1)
+	start := time.Now()
 	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
-	s.countAcquire(err)
+	s.m.acquire(err, time.Since(start))
 	if errors.Is(err, redlock.ErrNoQuorum) {
 		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
 	}
 	return r, err
-}
-
-func (s *Server) countAcquire(err error) {
-	switch {
-	case err == nil:
-		s.stats.acquireGranted.Add(1)
-	case errors.Is(err, redlock.ErrHeld):
-		s.stats.acquireHeld.Add(1)
-	case errors.Is(err, redlock.ErrNoQuorum):
-		s.stats.acquireNoQuorum.Add(1)
-	default:
-		s.stats.acquireOther.Add(1)
-	}
 }
 
 func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {

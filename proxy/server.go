@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -35,14 +36,11 @@ type Server struct {
 
 	mu      sync.Mutex
 	ln      net.Listener
+	httpLn  net.Listener
+	http    *http.Server
 	clients atomic.Int64
 	nextID  atomic.Int64
-	stats   stats
-}
-
-type stats struct {
-	acquires, acquireGranted, acquireHeld, acquireNoQuorum, acquireOther atomic.Int64
-	releases, extends, passthrough, connections                          atomic.Int64
+	m       *metrics
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -73,6 +71,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
 		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256),
 	}
+	s.m = newMetrics(s)
+	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.dispatch, s.accept, s.closed)
 	s.srv.SetIdleClose(cfg.Proxy.IdleTimeout.Duration)
 	return s, nil
@@ -88,6 +88,10 @@ func (s *Server) Listen() (net.Addr, error) {
 		return nil, err
 	}
 	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: s.cfg.Proxy.WriteTimeout.Duration}
+	if err := s.listenHTTP(); err != nil {
+		nl.Close()
+		return nil, err
+	}
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
@@ -113,6 +117,7 @@ func (s *Server) Serve() error {
 	if up < s.rl.Quorum() {
 		s.log.Warn().Int("reachable", up).Int("quorum", s.rl.Quorum()).Msg("fewer masters reachable than the quorum; lock commands will be refused until enough are up")
 	}
+	go s.serveHTTP()
 	err := s.srv.Serve(ln)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -124,6 +129,9 @@ func (s *Server) Serve() error {
 // connections to the masters.
 func (s *Server) Close() error {
 	err := s.srv.Close()
+	if s.httpLn != nil {
+		_ = s.http.Close()
+	}
 	s.be.close()
 	return errors.Join(err, s.rl.Close())
 }
@@ -134,7 +142,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 		return false
 	}
 	s.clients.Add(1)
-	s.stats.connections.Add(1)
+	s.m.connections.Inc()
 	c.SetContext(&client{id: s.nextID.Add(1)})
 	return true
 }

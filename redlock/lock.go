@@ -484,3 +484,7 @@ func (c *Client) votersAvailable() int {
 	}
 	return n
 }
+
+// VotersAvailable is how many masters could vote now: up and not held back
+// by the restart guard.
+func (c *Client) VotersAvailable() int { return c.votersAvailable() }

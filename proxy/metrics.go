@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// metrics are the proxy's Prometheus metrics, in a registry of its own. INFO
+// reads the same counters.
+type metrics struct {
+	reg         *prometheus.Registry
+	acquires    *prometheus.CounterVec // by outcome
+	releases    *prometheus.CounterVec
+	extends     *prometheus.CounterVec
+	latency     *prometheus.HistogramVec // by op
+	passthrough prometheus.Counter
+	connections prometheus.Counter
+}
+
+// Outcomes of quorum operations, as metric labels.
+const (
+	outGranted   = "granted"
+	outHeld      = "held_elsewhere"
+	outNoQuorum  = "no_quorum"
+	outSpent     = "validity_spent"
+	outSplit     = "split_vote"
+	outDone      = "done" // released or extended on a quorum
+	outNotOwned  = "not_owned"
+	outFailed    = "error"
+	opAcquireLbl = "acquire"
+	opReleaseLbl = "release"
+	opExtendLbl  = "extend"
+)
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redlock_proxy_acquires_total",
+			Help: "Quorum acquires by outcome: granted, held_elsewhere, no_quorum, validity_spent, split_vote, error."}, []string{"outcome"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redlock_proxy_releases_total",
+			Help: "Quorum releases by outcome: done, not_owned, no_quorum, error."}, []string{"outcome"}),
+		extends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redlock_proxy_extends_total",
+			Help: "Quorum extends by outcome: done, not_owned, no_quorum, error."}, []string{"outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "redlock_proxy_operation_duration_seconds",
+			Help:    "Time to answer a quorum operation, by op: acquire, release, extend.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"op"}),
+		passthrough: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_passthrough_commands_total",
+			Help: "Commands passed through to the backend."}),
+		connections: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_connections_total",
+			Help: "Client connections accepted."}),
+	}
+	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.passthrough, m.connections,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_clients", Help: "Client connections open."},
+			func() float64 { return float64(s.clients.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_voters", Help: "Masters that can vote now (up, not guarded)."},
+			func() float64 { return float64(s.rl.VotersAvailable()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_quorum", Help: "Masters that must agree."},
+			func() float64 { return float64(s.rl.Quorum()) }),
+		masterCollector{s.rl},
+	)
+	return m
+}
+
+// acquire counts one acquire by the error it ended with.
+func (m *metrics) acquire(err error, d time.Duration) {
+	out := outFailed
+	switch {
+	case err == nil:
+		out = outGranted
+	case errors.Is(err, redlock.ErrHeld):
+		out = outHeld
+	case errors.Is(err, redlock.ErrNoQuorum):
+		out = outNoQuorum
+	case errors.Is(err, redlock.ErrValiditySpent):
+		out = outSpent
+	case errors.Is(err, redlock.ErrNotAcquired):
+		out = outSplit
+	}
+	m.acquires.WithLabelValues(out).Inc()
+	m.latency.WithLabelValues(opAcquireLbl).Observe(d.Seconds())
+}
+
+// done counts a release or an extend.
+func (m *metrics) done(op string, ok bool, err error, d time.Duration) {
+	out := outNotOwned
+	switch {
+	case errors.Is(err, redlock.ErrNoQuorum):
+		out = outNoQuorum
+	case err != nil:
+		out = outFailed
+	case ok:
+		out = outDone
+	}
+	vec := m.releases
+	if op == opExtendLbl {
+		vec = m.extends
+	}
+	vec.WithLabelValues(out).Inc()
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// count reads a counter's value (for INFO); vec's labels summed when
+// outcome is "".
+func count(vec *prometheus.CounterVec, outcome string) int64 {
+	if outcome != "" {
+		return counterValue(vec.WithLabelValues(outcome))
+	}
+	ch := make(chan prometheus.Metric, 16)
+	go func() { vec.Collect(ch); close(ch) }()
+	var sum int64
+	for m := range ch {
+		sum += counterValue(m)
+	}
+	return sum
+}
+
+func counterValue(m prometheus.Metric) int64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil || d.Counter == nil {
+		return 0
+	}
+	return int64(d.Counter.GetValue())
+}
+
+// masterCollector reports each master's state at scrape time.
+type masterCollector struct{ rl *redlock.Client }
+
+var (
+	masterUp      = prometheus.NewDesc("redlock_proxy_master_up", "1 when the master answered its last call and is not marked down.", []string{"master"}, nil)
+	masterGuarded = prometheus.NewDesc("redlock_proxy_master_restart_guarded", "1 while the restart guard withholds the master's votes.", []string{"master"}, nil)
+	masterGuard   = prometheus.NewDesc("redlock_proxy_master_guard_remaining_seconds", "Time left in the master's restart guard.", []string{"master"}, nil)
+	masterRestart = prometheus.NewDesc("redlock_proxy_master_restarts_total", "Restarts of the master noticed (run_id changed).", []string{"master"}, nil)
+	masterLatency = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
+)
+
+func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterLatency} {
+		ch <- d
+	}
+}
+
+func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.rl.Status() {
+		ch <- prometheus.MustNewConstMetric(masterUp, prometheus.GaugeValue, float64(b2i(m.Up)), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterGuarded, prometheus.GaugeValue, float64(b2i(m.Guarded)), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterGuard, prometheus.GaugeValue, m.GuardLeft.Seconds(), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterRestart, prometheus.CounterValue, float64(m.Restarts), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterLatency, prometheus.GaugeValue, m.LastLatency.Seconds(), m.Addr)
+	}
+}

@@ -1,0 +1,65 @@
+package proxy_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsAndHealth(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Metrics.Listen = "127.0.0.1:0" })
+	base := "http://" + e.srv.MetricsAddr().String()
+	key := e.key("k")
+	must(e.do("SET", key, "t", "NX", "PX", 10000))
+	must(e.do("SET", key, "u", "NX", "PX", 10000))
+	must(e.do("EVAL", unlockSpellings[0], 1, key, "t"))
+	must(e.do("INCR", e.key("n")))
+	code, body := httpGet(t, base+"/metrics")
+	mustEqual(t, "/metrics status", code, 200)
+	for _, want := range []string{
+		`redlock_proxy_acquires_total{outcome="granted"} 1`,
+		`redlock_proxy_acquires_total{outcome="held_elsewhere"} 1`,
+		`redlock_proxy_releases_total{outcome="done"} 1`,
+		`redlock_proxy_passthrough_commands_total 1`,
+		`redlock_proxy_master_up{master="` + e.masters[0].Addr + `"} 1`,
+		`redlock_proxy_master_restart_guarded{master="` + e.masters[2].Addr + `"} 0`,
+		`redlock_proxy_operation_duration_seconds_count{op="acquire"} 2`,
+		`redlock_proxy_voters 3`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	code, _ = httpGet(t, base+"/healthz")
+	mustEqual(t, "/healthz", code, 200)
+	code, _ = httpGet(t, base+"/readyz")
+	mustEqual(t, "/readyz with every master up", code, 200)
+
+	e.masters[0].Kill()
+	e.masters[1].Kill()
+	for i := 0; i < 4; i++ {
+		_, _ = e.do("SET", e.key("x"), "t", "NX", "PX", 1000)
+	}
+	code, body = httpGet(t, base+"/readyz")
+	mustEqual(t, "/readyz with two of three masters down", code, 503)
+	code, _ = httpGet(t, base+"/healthz")
+	mustEqual(t, "/healthz still alive", code, 200)
+	_, body = httpGet(t, base+"/metrics")
+	if !strings.Contains(body, `redlock_proxy_acquires_total{outcome="no_quorum"}`) {
+		t.Error("/metrics does not count acquires refused for want of a quorum")
+	}
+}
