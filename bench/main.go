@@ -1,0 +1,509 @@
+// Command bench measures redlock-proxy on this machine against the
+// baselines it replaces, in one run, and prints one markdown table of
+// ratios of medians:
+//
+//  1. go-redsync v4 lock+unlock pairs/s and p99 acquire latency, 50 clients
+//     each locking its own key: through the proxy (3 masters) vs go-redsync
+//     against the same 3 masters vs go-redsync against one Redis;
+//  2. the same through a proxy with 5 masters vs 3;
+//  3. redis-benchmark SET … NX PX acquires/s: proxy vs one Redis;
+//  4. passthrough GET/SET with redis-benchmark: proxy vs twemproxy
+//     (pipelined, -P 16) and proxy vs Redis direct (-P 1);
+//  5. the proxy's RSS with 10,000 idle clients.
+//
+// It starts its own redis-server masters, proxy processes and twemproxy
+// (Debian's nutcracker) on 127.0.0.1, and stops them when it ends. Machines
+// are shared and noisy: it reports medians and ratios and never fails on a
+// timing. Run it with `go run ./bench` from the repository root, or
+// `bash scripts/bench.sh`, which installs what it needs first.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration time.Duration
+	reps     int
+	clients  int
+	conns    int
+	binary   string
+	rows     map[string]bool
+	timeout  time.Duration
+	keep     bool
+}
+
+func main() {
+	var o options
+	var rows string
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of one timed run (go-redsync runs; redis-benchmark runs are sized to about this)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions of each measurement; the table shows medians")
+	flag.IntVar(&o.clients, "clients", 50, "concurrent clients (go-redsync goroutines and redis-benchmark -c)")
+	flag.IntVar(&o.conns, "conns", 10000, "idle client connections for the memory measurement")
+	flag.StringVar(&o.binary, "proxy-bin", "", "redlock-proxy binary to measure (default: build ./cmd/redlock-proxy)")
+	flag.StringVar(&rows, "rows", "1,2,3,4,5", "rows to measure, comma-separated")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
+	flag.Parse()
+	o.rows = map[string]bool{}
+	for _, r := range strings.Split(rows, ",") {
+		o.rows[strings.TrimSpace(r)] = true
+	}
+	if o.reps < 1 || o.clients < 1 || o.duration <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -reps, -clients and -duration must be positive")
+		os.Exit(2)
+	}
+
+	dir, err := os.MkdirTemp("", "redlock-proxy-bench")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	ps := &procs{dir: dir}
+	cleanup := func() {
+		ps.stopAll()
+		if !o.keep {
+			os.RemoveAll(dir)
+		}
+	}
+	// Stop everything on a signal or when the run takes too long.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(os.Stderr, "bench: %v: stopping\n", s)
+		case <-time.After(o.timeout):
+			fmt.Fprintf(os.Stderr, "bench: no result within -timeout %v: stopping\n", o.timeout)
+		}
+		cleanup()
+		os.Exit(3)
+	}()
+
+	err = run(o, ps, os.Stdout)
+	cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// results keeps every repetition's values by name.
+type results struct {
+	vals     map[string][]float64
+	notes    []string // what was run, per measurement
+	problems []string
+}
+
+func (r *results) add(key string, v float64) { r.vals[key] = append(r.vals[key], v) }
+func (r *results) med(key string) float64    { return median(r.vals[key]) }
+func (r *results) has(key string) bool       { return len(r.vals[key]) > 0 }
+func (r *results) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	progress("PROBLEM: %s", msg)
+	r.problems = append(r.problems, msg)
+}
+
+func run(o options, ps *procs, out io.Writer) error {
+	started := time.Now()
+	info := machineInfo()
+	need := []string{"redis-server"}
+	if o.rows["3"] || o.rows["4"] {
+		need = append(need, "redis-benchmark")
+	}
+	if o.rows["4"] {
+		need = append(need, "nutcracker")
+	}
+	for _, n := range need {
+		if _, err := exec.LookPath(n); err != nil {
+			return fmt.Errorf("%s is not installed (bash scripts/bench.sh installs it: apt-get install redis-server redis-tools nutcracker)", n)
+		}
+	}
+	nofile, err := raiseNoFile(65536)
+	if err != nil {
+		return fmt.Errorf("raise RLIMIT_NOFILE: %w", err)
+	}
+	if o.rows["5"] && nofile < uint64(o.conns)+1000 {
+		progress("open-files limit is %d: fewer than %d connections may open", nofile, o.conns)
+	}
+
+	binary := o.binary
+	if binary == "" {
+		binary = filepath.Join(ps.dir, "redlock-proxy")
+		progress("building ./cmd/redlock-proxy")
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/redlock-proxy")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/redlock-proxy (run from the repository root): %v\n%s", err, b)
+		}
+	}
+
+	r := &results{vals: map[string][]float64{}}
+
+	// Processes. Masters without persistence; every proxy has the restart
+	// guard off, so a fresh master votes at once.
+	progress("starting redis-server ×9, proxies, twemproxy")
+	startRedisN := func(prefix string, n int) ([]*proc, []string, error) {
+		var ps1 []*proc
+		var addrs []string
+		for i := range n {
+			p, err := ps.startRedis(fmt.Sprintf("%s-%d", prefix, i+1))
+			if err != nil {
+				return nil, nil, err
+			}
+			ps1 = append(ps1, p)
+			addrs = append(addrs, p.addr)
+		}
+		return ps1, addrs, nil
+	}
+	_, m3, err := startRedisN("master3", 3)
+	if err != nil {
+		return err
+	}
+	var m5 []string
+	if o.rows["2"] {
+		if _, m5, err = startRedisN("master5", 5); err != nil {
+			return err
+		}
+	}
+	single, err := ps.startRedis("single")
+	if err != nil {
+		return err
+	}
+	var proxies []*proc
+	var p3, p5, pp, twem *proc
+	if o.rows["1"] || o.rows["2"] || o.rows["3"] {
+		if p3, err = ps.startProxy("proxy-3masters", binary, proxyConfig{masters: m3, lockKeys: []string{"*"}}); err != nil {
+			return err
+		}
+		proxies = append(proxies, p3)
+	}
+	if o.rows["2"] {
+		if p5, err = ps.startProxy("proxy-5masters", binary, proxyConfig{masters: m5, lockKeys: []string{"*"}}); err != nil {
+			return err
+		}
+		proxies = append(proxies, p5)
+	}
+	if o.rows["4"] {
+		if pp, err = ps.startProxy("proxy-passthrough", binary, proxyConfig{masters: m3, backend: single.addr, lockKeys: []string{"lock:*"}}); err != nil {
+			return err
+		}
+		proxies = append(proxies, pp)
+		if twem, err = ps.startTwemproxy("twemproxy", single.addr); err != nil {
+			return err
+		}
+	}
+	allRedis := append(append(append([]string{}, m3...), m5...), single.addr)
+
+	// Rows 1 and 2: go-redsync. The configurations take turns in each
+	// repetition so that a noisy neighbour hits all of them alike.
+	if o.rows["1"] || o.rows["2"] {
+		type rsConf struct {
+			key, what string
+			servers   []string
+		}
+		var confs []rsConf
+		confs = append(confs, rsConf{"p3", "proxy (3 masters)", []string{p3.addr}})
+		if o.rows["1"] {
+			confs = append(confs, rsConf{"m3", "go-redsync → 3 masters", m3}, rsConf{"single", "go-redsync → 1 Redis", []string{single.addr}})
+		}
+		if o.rows["2"] {
+			confs = append(confs, rsConf{"p5", "proxy (5 masters)", []string{p5.addr}})
+		}
+		for rep := range o.reps {
+			for _, c := range confs {
+				if err := flushAll(allRedis...); err != nil {
+					return err
+				}
+				res, err := runRedsync(c.servers, o.clients, o.duration)
+				if err != nil {
+					r.problem("go-redsync %s, repetition %d: %v", c.what, rep+1, err)
+					continue
+				}
+				progress("go-redsync %-24s rep %d: %8.0f pairs/s  p50 %6.2f ms  p99 %6.2f ms  lock errors %d  unlock errors %d",
+					c.what, rep+1, res.rate(), ms(res.p50), ms(res.p99), res.lockErrs, res.unlockErrs)
+				r.add("rs."+c.key+".rate", res.rate())
+				r.add("rs."+c.key+".p99", ms(res.p99))
+				r.add("rs."+c.key+".p50", ms(res.p50))
+				if res.lockErrs+res.unlockErrs > 0 {
+					r.problem("go-redsync %s, repetition %d: %d failed locks and %d failed unlocks out of %d pairs; e.g. %s",
+						c.what, rep+1, res.lockErrs, res.unlockErrs, res.pairs, strings.Join(res.errSamples, "; "))
+				}
+			}
+		}
+		r.notes = append(r.notes, fmt.Sprintf("go-redsync v4.18.1 (goredis/v9 pool, go-redis v9 RESP2, no retries): %d goroutines, each its own redsync over its own go-redis client per server, locking its own key; WithExpiry(8s), WithTries(1); %v per run after one warm-up pair per client. Pairs/s counts lock+unlock pairs that both succeeded.", o.clients, o.duration))
+	}
+
+	rbTimeout := max(90*time.Second, 12*o.duration)
+	c := fmt.Sprint(o.clients)
+	// sized runs redis-benchmark once per target as a pilot (also a warm
+	// up), then gives every target the same -n, chosen so that the slowest
+	// target runs about o.duration, and alternates targets in each
+	// repetition.
+	sized := func(label string, targets []*proc, names []string, tests int, flush []string, after func(name string), args ...string) (map[string]map[string][]rbResult, bool) {
+		slowest := 0.0
+		for _, t := range targets {
+			pilot, _, err := runRedisBenchmark(t.addr, 20000, rbTimeout, args...)
+			if err != nil {
+				// Size the runs from the other targets; the timed runs
+				// try this one again.
+				r.problem("%s pilot on %s: %v", label, t.name, err)
+				continue
+			}
+			for _, v := range pilot {
+				if slowest == 0 || v.rps < slowest {
+					slowest = v.rps
+				}
+			}
+		}
+		if slowest == 0 {
+			slowest = 10000
+		}
+		n := int(slowest * o.duration.Seconds() / float64(tests))
+		n = max(20000, min(n, 5_000_000))
+		got := map[string]map[string][]rbResult{}
+		var line string
+		for rep := range o.reps {
+			for i, t := range targets {
+				if err := flushAll(flush...); err != nil {
+					r.problem("%v", err)
+					return nil, false
+				}
+				res, l, err := runRedisBenchmark(t.addr, n, rbTimeout, args...)
+				line = l
+				if err != nil {
+					r.problem("%s on %s, repetition %d: %v", label, names[i], rep+1, err)
+					continue
+				}
+				if got[names[i]] == nil {
+					got[names[i]] = map[string][]rbResult{}
+				}
+				var parts []string
+				for test, v := range res {
+					got[names[i]][test] = append(got[names[i]][test], v)
+					parts = append(parts, fmt.Sprintf("%s %.0f/s p99 %.2f ms", test, v.rps, v.p99ms))
+				}
+				progress("%s %-10s rep %d: %s", label, names[i], rep+1, strings.Join(parts, ", "))
+				if after != nil {
+					after(names[i])
+				}
+			}
+		}
+		r.notes = append(r.notes, fmt.Sprintf("%s: `%s` against each target (same -n for all)", label, portRE.ReplaceAllString(line, "-h 127.0.0.1 -p <port>")))
+		return got, true
+	}
+
+	// Row 3: acquires through the proxy vs one Redis.
+	if o.rows["3"] {
+		// Keys held after each run: through the proxy a granted lock is on
+		// a majority of the masters, so the middle master's DBSIZE counts
+		// the grants; a lock refused for anything but "already held" would
+		// show as fewer keys than on the single Redis.
+		keysHeld := func(name string) {
+			addrs := []string{single.addr}
+			if name == "proxy" {
+				addrs = m3
+			}
+			var sizes []float64
+			for _, a := range addrs {
+				n, err := dbsize(a)
+				if err != nil {
+					r.problem("DBSIZE %s: %v", a, err)
+					return
+				}
+				sizes = append(sizes, float64(n))
+			}
+			progress("acquire %-10s keys held after the run (DBSIZE per server): %v", name, sizes)
+			r.add("acq."+name+".keys", median(sizes))
+		}
+		got, ok := sized("acquire", []*proc{p3, single}, []string{"proxy", "single"}, 1, allRedis, keysHeld,
+			"-c", c, "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
+		if ok {
+			for name, tests := range got {
+				for _, vs := range tests {
+					for _, v := range vs {
+						r.add("acq."+name+".rps", v.rps)
+						r.add("acq."+name+".p99", v.p99ms)
+					}
+				}
+			}
+		}
+	}
+
+	// Row 3, again from a Go client that does not stop at the first error
+	// reply (redis-benchmark does), so that errors are counted.
+	if o.rows["3"] {
+		for rep := range o.reps {
+			for _, t := range []struct {
+				name string
+				p    *proc
+			}{{"proxy", p3}, {"single", single}} {
+				if err := flushAll(allRedis...); err != nil {
+					return err
+				}
+				res, err := runRawAcquire(t.p.addr, o.clients, 100000, o.duration)
+				if err != nil {
+					r.problem("acquire (Go client) on %s, repetition %d: %v", t.name, rep+1, err)
+					continue
+				}
+				progress("acquire (Go client) %-7s rep %d: %.0f OK-or-nil/s (%d OK, %d nil, %d errors) p99 %.2f ms",
+					t.name, rep+1, res.answered(), res.ok, res.nils, res.errs, ms(res.p99))
+				r.add("acqgo."+t.name+".rps", res.answered())
+				r.add("acqgo."+t.name+".ok", float64(res.ok))
+				r.add("acqgo."+t.name+".errors", float64(res.errs))
+				if res.errs > 0 {
+					r.problem("acquire (Go client) on %s, repetition %d: %d error replies out of %d (%d OK, %d nil); e.g. %s",
+						t.name, rep+1, res.errs, res.ok+res.nils+res.errs, res.ok, res.nils, strings.Join(res.errSamples, " / "))
+				}
+			}
+		}
+		r.notes = append(r.notes, fmt.Sprintf("acquire (Go client): the same SET key:<12 digits below 100000> val NX PX 10000 from %d connections, one command in flight each, %v per run; counts error replies and goes on (redis-benchmark stops at the first error reply); rate = OK or nil replies per second", o.clients, o.duration))
+	}
+
+	// Row 4: passthrough.
+	if o.rows["4"] {
+		got, ok := sized("passthrough -P 16", []*proc{pp, twem}, []string{"proxy", "twemproxy"}, 2, []string{single.addr}, nil,
+			"-c", c, "-P", "16", "-t", "get,set")
+		if ok {
+			for name, tests := range got {
+				for test, vs := range tests {
+					for _, v := range vs {
+						r.add("pt16."+name+"."+test, v.rps)
+					}
+				}
+			}
+		}
+		got, ok = sized("passthrough -P 1", []*proc{pp, single}, []string{"proxy", "direct"}, 2, []string{single.addr}, nil,
+			"-c", c, "-P", "1", "-t", "get,set")
+		if ok {
+			for name, tests := range got {
+				for test, vs := range tests {
+					for _, v := range vs {
+						r.add("pt1."+name+"."+test, v.rps)
+						r.add("pt1."+name+"."+test+".p99", v.p99ms)
+					}
+				}
+			}
+		}
+		r.notes = append(r.notes, "passthrough proxy: lock_keys = [\"lock:*\"], backend = the single Redis, so redis-benchmark's key:… keys pass through; twemproxy: nutcracker with one server, server_connections 1 (its default), preconnect")
+	}
+
+	// Every long-running proxy must still be up.
+	for _, p := range proxies {
+		if !p.alive() {
+			r.problem("%s exited during the run: %v\n%s", p.name, p.exitErr, p.logTail(20))
+		}
+	}
+
+	// Row 5: memory, a fresh proxy per repetition.
+	if o.rows["5"] {
+		for rep := range o.reps {
+			res, err := measureRSS(ps, fmt.Sprintf("proxy-rss-%d", rep+1), binary, m3, o.conns)
+			if err != nil {
+				r.problem("RSS, repetition %d: %v", rep+1, err)
+				continue
+			}
+			progress("RSS rep %d: %.1f MB before, %.1f MB with %d idle clients (VmHWM %.1f MB), %d connections failed",
+				rep+1, mb(res.beforeKB), mb(res.withKB), res.opened, mb(res.hwmKB), res.failures)
+			if res.failures > 0 {
+				r.problem("RSS, repetition %d: %d of %d connections failed; first: %s", rep+1, res.failures, o.conns, res.firstErr)
+			}
+			r.add("rss.before", mb(res.beforeKB))
+			r.add("rss.with", mb(res.withKB))
+			r.add("rss.opened", float64(res.opened))
+		}
+		r.notes = append(r.notes, fmt.Sprintf("RSS: VmRSS of a fresh proxy (3 masters) from /proc/PID/status, 1 s after start, then 2 s after %d clients connected, each sent one PING and went idle", o.conns))
+	}
+
+	// What the proxies logged at warn and above.
+	for _, p := range ps.all {
+		if !strings.HasPrefix(p.name, "proxy") {
+			continue
+		}
+		lines := readLines(p.logPath)
+		if len(lines) > 0 {
+			show := lines
+			if len(show) > 5 {
+				show = show[:5]
+			}
+			r.problem("%s logged %d lines at warn or above; first: %s", p.name, len(lines), strings.Join(show, " | "))
+		}
+	}
+
+	report(out, o, r, info, started)
+	return nil
+}
+
+var portRE = regexp.MustCompile(`-h 127\.0\.0\.1 -p [0-9]+`)
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mb(kb int64) float64        { return float64(kb) * 1024 / 1e6 }
+
+type machine struct {
+	cpus       int
+	model      string
+	goVersion  string
+	kernel     string
+	redis      string
+	nutcracker string
+	loadStart  string
+}
+
+func machineInfo() machine {
+	m := machine{cpus: runtime.NumCPU(), goVersion: runtime.Version()}
+	for _, l := range readLines("/proc/cpuinfo") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			m.model = strings.TrimSpace(v)
+			break
+		}
+	}
+	if b, err := exec.Command("go", "version").Output(); err == nil {
+		m.goVersion = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command("redis-server", "--version").Output(); err == nil {
+		m.redis = strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command("nutcracker", "--version").CombinedOutput(); err == nil {
+		m.nutcracker = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	m.loadStart = loadavg()
+	return m
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// command is how this run was started: BENCH_COMMAND when a script sets
+// it, else the go run line.
+func command() string {
+	if c := os.Getenv("BENCH_COMMAND"); c != "" {
+		return c
+	}
+	return strings.TrimSpace("go run ./bench " + shellJoin(os.Args[1:]))
+}

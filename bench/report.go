@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// row is one line of the table.
+type row struct {
+	what            string
+	proxy, baseline string
+	ratio           float64 // proxy / baseline; NaN when not measured
+	target          string
+	min             float64 // target: ratio ≥ min
+	maxAbsolute     float64 // target: absolute ≤ maxAbsolute
+	absolute        float64
+}
+
+func (w row) verdict() string {
+	switch {
+	case w.target == "" || w.target == "—":
+		return "—"
+	case w.min > 0 && !math.IsNaN(w.ratio):
+		return w.target + yesNo(w.ratio >= w.min)
+	case w.maxAbsolute > 0 && !math.IsNaN(w.absolute):
+		return w.target + yesNo(w.absolute <= w.maxAbsolute)
+	}
+	return w.target + " (not measured)"
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return " (met)"
+	}
+	return " (not met)"
+}
+
+func rate(v float64) string {
+	if v == 0 || math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%s/s", thousands(v))
+}
+
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
+
+func count(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return thousands(v)
+}
+
+func millis(v float64) string {
+	if v == 0 || math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}
+
+func ratioOf(r *results, a, b string) float64 {
+	if !r.has(a) || !r.has(b) || r.med(b) == 0 {
+		return math.NaN()
+	}
+	return r.med(a) / r.med(b)
+}
+
+func fmtRatio(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func orNaN(r *results, k string) float64 {
+	if !r.has(k) {
+		return math.NaN()
+	}
+	return r.med(k)
+}
+
+func report(out io.Writer, o options, r *results, m machine, started time.Time) {
+	var rows []row
+	add := func(w row) { rows = append(rows, w) }
+	rsRate := func(what, a, b, target string, min float64) {
+		if !r.has("rs."+a+".rate") && !r.has("rs."+b+".rate") {
+			return
+		}
+		add(row{what: what + ": lock+unlock pairs/s", proxy: rate(orNaN(r, "rs."+a+".rate")), baseline: rate(orNaN(r, "rs."+b+".rate")),
+			ratio: ratioOf(r, "rs."+a+".rate", "rs."+b+".rate"), target: target, min: min})
+		add(row{what: what + ": p99 acquire latency (ratio < 1: proxy faster)", proxy: millis(orNaN(r, "rs."+a+".p99")), baseline: millis(orNaN(r, "rs."+b+".p99")),
+			ratio: ratioOf(r, "rs."+a+".p99", "rs."+b+".p99"), target: "—"})
+	}
+	if o.rows["1"] {
+		rsRate(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "p3", "m3", "≥ 2×", 2)
+		rsRate(fmt.Sprintf("1 a/c. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → 1 Redis", o.clients), "p3", "single", "≥ 0.8×", 0.8)
+	}
+	if o.rows["2"] {
+		rsRate(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "p5", "p3", "≥ 0.6×", 0.6)
+	}
+	if o.rows["3"] {
+		add(row{what: "3. redis-benchmark SET key:__rand_int__ val NX PX 10000, acquires/s: proxy (3 masters) vs 1 Redis",
+			proxy: rate(orNaN(r, "acq.proxy.rps")), baseline: rate(orNaN(r, "acq.single.rps")),
+			ratio: ratioOf(r, "acq.proxy.rps", "acq.single.rps"), target: "≥ 0.5×", min: 0.5})
+		add(row{what: "3. … distinct keys held after a run (DBSIZE; proxy: middle master); ratio ≈ 1: same grants as one Redis",
+			proxy: count(orNaN(r, "acq.proxy.keys")), baseline: count(orNaN(r, "acq.single.keys")),
+			ratio: ratioOf(r, "acq.proxy.keys", "acq.single.keys"), target: "—"})
+		add(row{what: "3. … same command from a Go client that counts errors: OK-or-nil replies/s",
+			proxy: rate(orNaN(r, "acqgo.proxy.rps")), baseline: rate(orNaN(r, "acqgo.single.rps")),
+			ratio: ratioOf(r, "acqgo.proxy.rps", "acqgo.single.rps"), target: "≥ 0.5×", min: 0.5})
+		add(row{what: "3. … Go client: error replies per run (e.g. NOQUORUM)",
+			proxy: count(orNaN(r, "acqgo.proxy.errors")), baseline: count(orNaN(r, "acqgo.single.errors")), ratio: math.NaN(), target: "—"})
+		add(row{what: "3. … p99 latency (redis-benchmark)", proxy: millis(orNaN(r, "acq.proxy.p99")), baseline: millis(orNaN(r, "acq.single.p99")),
+			ratio: ratioOf(r, "acq.proxy.p99", "acq.single.p99"), target: "—"})
+	}
+	if o.rows["4"] {
+		for _, t := range []string{"SET", "GET"} {
+			add(row{what: "4. passthrough " + t + " -P 16, ops/s: proxy vs twemproxy (same Redis)",
+				proxy: rate(orNaN(r, "pt16.proxy."+t)), baseline: rate(orNaN(r, "pt16.twemproxy."+t)),
+				ratio: ratioOf(r, "pt16.proxy."+t, "pt16.twemproxy."+t), target: "≥ 1.5×", min: 1.5})
+		}
+		for _, t := range []string{"SET", "GET"} {
+			add(row{what: "4. passthrough " + t + " -P 1, ops/s: proxy vs Redis direct",
+				proxy: rate(orNaN(r, "pt1.proxy."+t)), baseline: rate(orNaN(r, "pt1.direct."+t)),
+				ratio: ratioOf(r, "pt1.proxy."+t, "pt1.direct."+t), target: "≥ 0.9×", min: 0.9})
+		}
+	}
+	if o.rows["5"] {
+		with := orNaN(r, "rss.with")
+		add(row{what: fmt.Sprintf("5. proxy RSS: with %d idle clients (proxy) vs before they connect (baseline)", o.conns),
+			proxy: fmtMB(with), baseline: fmtMB(orNaN(r, "rss.before")), ratio: ratioOf(r, "rss.with", "rss.before"),
+			target: "≤ 100 MB with clients", maxAbsolute: 100, absolute: with})
+	}
+
+	fmt.Fprintf(out, "## redlock-proxy benchmark\n\n")
+	fmt.Fprintf(out, "- machine: %d CPUs (nproc), %s; %s\n", m.cpus, m.model, m.kernel)
+	fmt.Fprintf(out, "- %s; %s; %s\n", m.goVersion, m.redis, m.nutcracker)
+	fmt.Fprintf(out, "- command: `%s`\n", command())
+	fmt.Fprintf(out, "- load average (1/5/15 min) at start: %s, at end: %s; wall time %v\n", m.loadStart, loadavg(), time.Since(started).Round(time.Second))
+	fmt.Fprintf(out, "- values are medians of %d repetitions (targets alternate within each repetition); ratio = median(proxy) / median(baseline). Shared machines are noisy: read ratios, not absolute numbers; nothing here fails on a timing.\n\n", o.reps)
+	fmt.Fprintln(out, "| measurement | proxy | baseline | ratio | target |")
+	fmt.Fprintln(out, "|---|---|---|---|---|")
+	for _, w := range rows {
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s |\n", w.what, w.proxy, w.baseline, fmtRatio(w.ratio), w.verdict())
+	}
+
+	fmt.Fprintf(out, "\nHow each was measured:\n\n")
+	for _, n := range r.notes {
+		fmt.Fprintf(out, "- %s\n", n)
+	}
+	fmt.Fprintf(out, "\nEvery repetition:\n\n")
+	for _, k := range sortedKeys(r.vals) {
+		vs := make([]string, len(r.vals[k]))
+		for i, v := range r.vals[k] {
+			vs[i] = fmt.Sprintf("%.2f", v)
+		}
+		fmt.Fprintf(out, "- %s: %s\n", k, strings.Join(vs, ", "))
+	}
+	fmt.Fprintf(out, "\nProblems seen:\n\n")
+	if len(r.problems) == 0 {
+		fmt.Fprintln(out, "- none (no client errors, no proxy log lines at warn or above, every proxy stayed up)")
+	}
+	for _, p := range r.problems {
+		fmt.Fprintf(out, "- %s\n", strings.ReplaceAll(p, "\n", " ⏎ "))
+	}
+}
+
+func fmtMB(v float64) string {
+	if v == 0 || math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f MB", v)
+}
+
+func sortedKeys(m map[string][]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

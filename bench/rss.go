@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// rssResult is the proxy's memory before and after idle clients connect.
+type rssResult struct {
+	beforeKB, withKB, hwmKB int64
+	opened                  int
+	failures                int
+	firstErr                string
+}
+
+// measureRSS starts a fresh proxy, reads its RSS, opens `conns` client
+// connections (each sends one PING and waits for PONG, so the proxy has
+// accepted and served it, then stays idle), waits a moment, and reads the
+// RSS again.
+func measureRSS(ps *procs, name, binary string, masters []string, conns int) (rssResult, error) {
+	var res rssResult
+	p, err := ps.startProxy(name, binary, proxyConfig{masters: masters, lockKeys: []string{"*"}, maxClients: conns + 1000})
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	time.Sleep(time.Second)
+	if res.beforeKB, _, err = rssKB(p.pid()); err != nil {
+		return res, err
+	}
+
+	open := make([]net.Conn, conns)
+	errs := make([]error, conns)
+	ping := respCommand("PING")
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				c, err := net.DialTimeout("tcp", p.addr, 10*time.Second)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := c.Write(ping); err != nil {
+					errs[i] = err
+					c.Close()
+					continue
+				}
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err == nil && strings.TrimSpace(line) != "+PONG" {
+					err = fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+				}
+				if err != nil {
+					errs[i] = err
+					c.Close()
+					continue
+				}
+				_ = c.SetDeadline(time.Time{})
+				open[i] = c
+			}
+		}()
+	}
+	for i := range conns {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	defer func() {
+		for _, c := range open {
+			if c != nil {
+				if tc, ok := c.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0) // no TIME_WAIT left behind
+				}
+				c.Close()
+			}
+		}
+	}()
+	for i, c := range open {
+		if c != nil {
+			res.opened++
+		} else {
+			res.failures++
+			if res.firstErr == "" {
+				res.firstErr = errs[i].Error()
+			}
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if !p.alive() {
+		return res, fmt.Errorf("proxy exited with %d clients connected: %v\n%s", res.opened, p.exitErr, p.logTail(20))
+	}
+	if res.withKB, res.hwmKB, err = rssKB(p.pid()); err != nil {
+		return res, err
+	}
+	return res, nil
+}
