@@ -267,6 +267,12 @@ func TestSoakMillionOpsWithFaults(t *testing.T) {
 		t.Fatalf("only %d operations", done.Load())
 	}
 	eventually(t, "goroutines back to idle", func() bool { return p.info(t, "goroutines") <= idleGoroutines+10 })
+	heap := p.info(t, "used_memory")
 	t.Logf("goroutines: %d idle before, %d after; heap in use after: %d KB, RSS %d KB",
-		idleGoroutines, p.info(t, "goroutines"), p.info(t, "used_memory")/1024, p.rssKB(t))
+		idleGoroutines, p.info(t, "goroutines"), heap/1024, p.rssKB(t))
+	// A memory bound, not a timing one: a million operations leave no
+	// retained state behind (the heap includes garbage not yet collected).
+	if heap > 64<<20 {
+		t.Fatalf("heap in use after the soak: %d MB", heap>>20)
+	}
 }

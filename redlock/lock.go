@@ -210,6 +210,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 			l.Validity = validity(ttl, elapsed, c.opts.drift)
 		}
 		res.Lock = l
+		c.noteTTL(ttl)
 	case t.yes >= t.quorum:
 		err = ErrValiditySpent
 	case heldBy(prevs, c.quorum) != nil:
@@ -488,3 +489,14 @@ func (c *Client) votersAvailable() int {
 // VotersAvailable is how many masters could vote now: up and not held back
 // by the restart guard.
 func (c *Client) VotersAvailable() int { return c.votersAvailable() }
+
+// noteTTL remembers the longest TTL granted, which the restart guard's
+// window then covers.
+func (c *Client) noteTTL(ttl time.Duration) {
+	for {
+		cur := c.opts.longestTTL.Load()
+		if int64(ttl) <= cur || c.opts.longestTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
+}

@@ -109,6 +109,11 @@ func (n *node) observe(runID string, uptime time.Duration, durable bool, now tim
 	n.runID = runID
 	n.durable = durable
 	w := n.opts.guardWindow
+	if w > 0 {
+		// A lock granted through this client with a longer TTL than the
+		// window is covered too.
+		w = max(w, time.Duration(n.opts.longestTTL.Load()))
+	}
 	if w == 0 || durable || uptime >= w {
 		return // every lock granted before its start has expired
 	}

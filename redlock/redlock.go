@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,7 @@ type options struct {
 	probeEvery  time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
+	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
 }
 
 // Option configures a Client.
@@ -95,7 +97,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
 		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64,
-		downAfter: 3, probeEvery: 200 * time.Millisecond,
+		downAfter: 3, probeEvery: 200 * time.Millisecond, longestTTL: new(atomic.Int64),
 	}
 	for _, f := range opts {
 		f(&o)

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -44,7 +45,7 @@ func TestQuorumTTL(t *testing.T) {
 }
 
 func TestObserveGuard(t *testing.T) {
-	o := &options{guardWindow: 10 * time.Second}
+	o := &options{guardWindow: 10 * time.Second, longestTTL: new(atomic.Int64)}
 	n := &node{addr: "m", opts: o}
 	now := time.Now()
 	n.observe("a", time.Hour, false, now)
@@ -60,7 +61,7 @@ func TestObserveGuard(t *testing.T) {
 	if !n2.trusted(now) {
 		t.Fatal("a durable master needs no guard")
 	}
-	n3 := &node{addr: "m3", opts: &options{}}
+	n3 := &node{addr: "m3", opts: &options{longestTTL: new(atomic.Int64)}}
 	n3.observe("x", 0, false, now)
 	if !n3.trusted(now) {
 		t.Fatal("window 0 disables the guard")
@@ -79,4 +80,21 @@ func TestNewValidates(t *testing.T) {
 		t.Fatalf("default quorum of 5: %v %v", c, err)
 	}
 	c.Close()
+}
+
+// A lock granted with a TTL longer than the window stretches the guard.
+func TestGuardCoversLongestTTLGranted(t *testing.T) {
+	c := &Client{opts: options{guardWindow: 10 * time.Second, longestTTL: new(atomic.Int64)}}
+	c.noteTTL(30 * time.Second)
+	c.noteTTL(5 * time.Second)
+	n := &node{addr: "m", opts: &c.opts}
+	now := time.Now()
+	n.observe("a", time.Hour, false, now)
+	n.observe("b", 0, false, now)
+	if n.trusted(now.Add(29 * time.Second)) {
+		t.Fatal("guard shorter than the longest TTL granted")
+	}
+	if !n.trusted(now.Add(30 * time.Second)) {
+		t.Fatal("guard longer than the longest TTL granted")
+	}
 }
