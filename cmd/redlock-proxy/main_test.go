@@ -20,20 +20,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "redlock-proxy-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "redlock-proxy")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.MainWithProxy(m, ".", &binary) }
 
 func writeConfig(t *testing.T, body string) string {
 	p := filepath.Join(t.TempDir(), "config.toml")

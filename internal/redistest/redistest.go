@@ -145,3 +145,17 @@ func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
 }
+
+// MainWithProxy is a TestMain body: it builds the proxy binary from cmdDir
+// into *bin, runs the tests, removes the binary and exits.
+func MainWithProxy(m *testing.M, cmdDir string, bin *string) {
+	path, cleanup, err := BuildProxy(cmdDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
