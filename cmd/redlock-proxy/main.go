@@ -36,6 +36,13 @@ func run(args []string, stderr io.Writer) error {
 	path := fs.String("config", "config.toml", "configuration file (TOML)")
 	check := fs.Bool("check-config", false, "validate the configuration and exit")
 	version := fs.Bool("version", false, "print the version and exit")
+	over := overrides{}
+	for _, o := range overrideTable {
+		fs.Func(o.flag, o.help+" (env "+o.env+"; overrides the config file)", func(v string) error {
+			over[o.flag] = v
+			return nil
+		})
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,12 +50,12 @@ func run(args []string, stderr io.Writer) error {
 		fmt.Println("redlock-proxy", proxy.Version)
 		return nil
 	}
-	cfg, err := loadConfig(*path)
+	cfg, err := loadConfig(*path, over)
 	if err != nil {
 		return err
 	}
 	if *check {
-		fmt.Fprintln(stderr, "configuration OK:", *path)
+		fmt.Fprintf(stderr, "configuration OK: %s (listen %s, %d masters)\n", *path, cfg.Proxy.Listen, len(cfg.Redlock.Masters))
 		return nil
 	}
 	log, err := newLogger(cfg.Log, stderr)
@@ -91,7 +98,7 @@ func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 
 // loadConfig reads a TOML file over the defaults; an unknown key is an error
 // that names it.
-func loadConfig(path string) (proxy.Config, error) {
+func loadConfig(path string, over overrides) (proxy.Config, error) {
 	cfg := proxy.DefaultConfig()
 	md, err := toml.DecodeFile(path, &cfg)
 	if err != nil {
@@ -118,6 +125,7 @@ func loadConfig(path string) (proxy.Config, error) {
 		}
 		cfg.Scripts[i].Source = string(src)
 	}
+	over.apply(&cfg, os.Getenv)
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -135,4 +143,33 @@ func newLogger(c proxy.LogConfig, w io.Writer) (zerolog.Logger, error) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// overrides holds the values given by flags, by flag name.
+type overrides map[string]string
+
+// overrideTable lists the settings that flags and environment variables
+// can override: a flag wins over its variable, which wins over the file.
+var overrideTable = []struct {
+	flag, env, help string
+	set             func(c *proxy.Config, v string)
+}{
+	{"listen", "REDLOCK_PROXY_LISTEN", "proxy.listen", func(c *proxy.Config, v string) { c.Proxy.Listen = v }},
+	{"backend", "REDLOCK_PROXY_BACKEND", "proxy.backend", func(c *proxy.Config, v string) { c.Proxy.Backend = v }},
+	{"masters", "REDLOCK_PROXY_MASTERS", "redlock.masters, comma-separated", func(c *proxy.Config, v string) {
+		c.Redlock.Masters = strings.Split(v, ",")
+	}},
+	{"password", "REDLOCK_PROXY_PASSWORD", "redlock.password", func(c *proxy.Config, v string) { c.Redlock.Password = v }},
+	{"metrics-listen", "REDLOCK_PROXY_METRICS_LISTEN", "metrics.listen", func(c *proxy.Config, v string) { c.Metrics.Listen = v }},
+	{"log-level", "REDLOCK_PROXY_LOG_LEVEL", "log.level", func(c *proxy.Config, v string) { c.Log.Level = v }},
+}
+
+func (o overrides) apply(c *proxy.Config, getenv func(string) string) {
+	for _, t := range overrideTable {
+		if v, ok := o[t.flag]; ok {
+			t.set(c, v)
+		} else if v := getenv(t.env); v != "" {
+			t.set(c, v)
+		}
+	}
 }

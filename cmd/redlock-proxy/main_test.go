@@ -179,3 +179,31 @@ func TestRedisCLISession(t *testing.T) {
 		t.Fatalf("piped session: %v\n%s", err, out)
 	}
 }
+
+// Flags win over environment variables, which win over the file.
+func TestFlagsAndEnvOverrideTheFile(t *testing.T) {
+	cfg := writeConfig(t, "[proxy]\nlisten = \"127.0.0.1:1111\"\n[redlock]\nmasters = [\"127.0.0.1:1\"]\n")
+	check := func(env []string, args ...string) string {
+		cmd := exec.Command(binary, append([]string{"-check-config", "-config", cfg}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v %v: %v\n%s", env, args, err, out)
+		}
+		return string(out)
+	}
+	if out := check(nil); !strings.Contains(out, "listen 127.0.0.1:1111, 1 masters") {
+		t.Fatalf("file values: %s", out)
+	}
+	env := []string{"REDLOCK_PROXY_LISTEN=127.0.0.1:2222", "REDLOCK_PROXY_MASTERS=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"}
+	if out := check(env); !strings.Contains(out, "listen 127.0.0.1:2222, 3 masters") {
+		t.Fatalf("environment: %s", out)
+	}
+	if out := check(env, "-listen", "127.0.0.1:3333"); !strings.Contains(out, "listen 127.0.0.1:3333, 3 masters") {
+		t.Fatalf("flag over environment: %s", out)
+	}
+	out, err := exec.Command(binary, "-check-config", "-config", cfg, "-masters", "nohostport").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "redlock.masters") {
+		t.Fatalf("a bad flag value is not reported by key: %v %s", err, out)
+	}
+}
