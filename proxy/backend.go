@@ -33,6 +33,28 @@ func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	return b.buf, err
 }
 
+// doMany sends several commands in one write and hands each raw reply to
+// each, in order, as it is read (valid only during the call), so that large
+// replies are not all held at once. It stops at the first error.
+func (b *backendConn) doMany(cmds [][][]byte, timeout time.Duration, each func(reply []byte)) (int, error) {
+	_ = b.nc.SetDeadline(time.Now().Add(timeout))
+	b.buf = b.buf[:0]
+	for _, args := range cmds {
+		b.buf = appendCommand(b.buf, args)
+	}
+	if _, err := b.nc.Write(b.buf); err != nil {
+		return 0, err
+	}
+	for i := range cmds {
+		var err error
+		if b.buf, err = readReply(b.r, b.buf[:0]); err != nil {
+			return i, err
+		}
+		each(b.buf)
+	}
+	return len(cmds), nil
+}
+
 func (b *backendConn) close() { _ = b.nc.Close() }
 
 // backend dials and pools connections to the passthrough backend.

@@ -57,11 +57,85 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			return
 		}
 	}
+	if !st.multi && s.plainPassthrough(name, cmd.Args) {
+		s.forwardPipeline(c, st, cmd)
+		return
+	}
 	if !ok {
 		s.forward(c, st, cmd.Args, false)
 		return
 	}
 	h(s, c, st, cmd.Args)
+}
+
+// plainPassthrough reports whether a command goes to the backend as it is,
+// with no state of the proxy's: a command the proxy does not handle, or GET
+// and SET of a key that is not a lock key.
+func (s *Server) plainPassthrough(name string, args [][]byte) bool {
+	if _, ok := commands[name]; !ok {
+		return true
+	}
+	return (name == "get" || name == "set") && len(args) > 1 && !s.isLockKey(args[1])
+}
+
+// maxBatch bounds how many pipelined commands go to the backend in one write.
+const maxBatch = 256
+
+// forwardPipeline passes cmd through together with the plain passthrough
+// commands the client pipelined right after it: one write to the backend,
+// replies read back in order. The commands after the first that is not
+// plain are then served one by one, as usual.
+func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) {
+	next := c.PeekPipeline()
+	n := 0
+	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lower(next[n].Args[0]), next[n].Args) {
+		n++
+	}
+	if n == 0 {
+		s.forward(c, st, cmd.Args, false)
+		return
+	}
+	rest := c.ReadPipeline()
+	batch := make([][][]byte, 0, n+1)
+	batch = append(batch, cmd.Args)
+	for _, x := range rest[:n] {
+		batch = append(batch, x.Args)
+	}
+	s.forwardMany(c, st, batch)
+	for _, x := range rest[n:] {
+		s.dispatch(c, x)
+	}
+}
+
+// forwardMany is forward for several commands sent in one write.
+func (s *Server) forwardMany(c redcon.Conn, st *client, batch [][][]byte) {
+	s.m.passthrough.Add(float64(len(batch)))
+	bc, pooled, err := s.backendFor(st, false)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
+		for range batch {
+			c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
+		}
+		return
+	}
+	done, err := bc.doMany(batch, s.cfg.Proxy.PassthroughTimeout.Duration, func(reply []byte) {
+		c.WriteRaw(reply)
+		handOver(c) // a large reply leaves redcon's buffer before the next is read
+	})
+	if err != nil {
+		bc.close()
+		if !pooled {
+			st.pinned, st.multi, st.dirty = nil, false, false
+		}
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		for range batch[done:] {
+			c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+		}
+		return
+	}
+	if pooled {
+		s.be.put(bc)
+	}
 }
 
 // lockCommands are the commands that may touch a lock key on the quorum.

@@ -144,3 +144,39 @@ func TestBlockingCommandPinned(t *testing.T) {
 		t.Fatal("BLPOP did not return")
 	}
 }
+
+// A pipeline that mixes passthrough and lock commands gets its replies in
+// request order; runs of passthrough commands go to the backend in one write.
+func TestPipelineMixesPassthroughAndLockCommands(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	n, lk := e.key("n"), "lock:"+e.key("l")
+	p := e.c.Pipeline()
+	var incrs []*redis.IntCmd
+	for i := 0; i < 50; i++ {
+		incrs = append(incrs, p.Incr(ctx, n))
+	}
+	acq := p.SetNX(ctx, lk, "tok", 10*time.Second)
+	after := p.Incr(ctx, n)
+	get := p.Get(ctx, lk)
+	set := p.Set(ctx, n+"s", "v", 0)
+	getS := p.Get(ctx, n+"s")
+	bad := p.Do(ctx, "HGET", n, "f") // WRONGTYPE from the backend, in its place
+	last := p.Incr(ctx, n)
+	if _, err := p.Exec(ctx); err != nil && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatal(err)
+	}
+	for i, c := range incrs {
+		mustEqual(t, "INCR in order", c.Val(), int64(i+1))
+	}
+	mustEqual(t, "SET NX in the pipeline", acq.Val(), true)
+	mustEqual(t, "INCR after the lock", after.Val(), int64(51))
+	mustEqual(t, "GET of the lock", get.Val(), "tok")
+	mustEqual(t, "SET passthrough", set.Val(), "OK")
+	mustEqual(t, "GET passthrough", getS.Val(), "v")
+	if bad.Err() == nil || !strings.HasPrefix(bad.Err().Error(), "WRONGTYPE") {
+		t.Fatalf("error reply out of place: %v", bad.Err())
+	}
+	mustEqual(t, "last INCR", last.Val(), int64(52))
+	eventually(t, "lock on every master", func() bool { return count(e.onMasters(lk), "tok") == 3 })
+}

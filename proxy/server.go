@@ -192,6 +192,13 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 		}
 	}()
 	s.handle(c, cmd)
+	handOver(c)
+}
+
+// handOver moves the replies written so far from redcon's buffer to the
+// clientConn, which sends them once a batch is done or 64 KB have piled up.
+func handOver(c redcon.Conn) {
+	cc, _ := c.NetConn().(*clientConn)
 	if w := redcon.BaseWriter(c); w != nil && cc != nil {
 		cc.hold = true
 		_ = w.Flush()
