@@ -218,11 +218,11 @@ func randToken() string {
 // plays the schedule for d, and returns what the checker saw.
 func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*recorder, []string) {
 	masters := redistest.StartN(t, 3)
-	relays := make([]*relay, len(masters))
+	relays := make([]*redistest.Relay, len(masters))
 	addrs := make([]string, len(masters))
 	for i, m := range masters {
-		relays[i] = newRelay(t, m.Addr)
-		addrs[i] = relays[i].addr()
+		relays[i] = redistest.NewRelay(t, m.Addr)
+		addrs[i] = relays[i].Addr()
 	}
 	proxies := []*proxyProc{startProxy(t, addrs, guard), startProxy(t, addrs, guard)}
 	keys := []string{"fault:a", "fault:b", "fault:c", "fault:d", "fault:e", "fault:f"}
@@ -246,10 +246,10 @@ func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*reco
 		time.Sleep(400 * time.Millisecond)
 		s.Cont()
 		time.Sleep(200 * time.Millisecond)
-		relays[c%3].delay.Store(int64(150 * time.Millisecond))
+		relays[c%3].Delay.Store(int64(150 * time.Millisecond))
 		time.Sleep(300 * time.Millisecond)
-		relays[c%3].delay.Store(0)
-		relays[(c+1)%3].reset()
+		relays[c%3].Delay.Store(0)
+		relays[(c+1)%3].Reset()
 		time.Sleep(300 * time.Millisecond)
 		proxies[c%2].restart()
 		time.Sleep(300 * time.Millisecond)

@@ -165,11 +165,16 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 			<-decided
 			if rollback && (err != nil || v.set) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				if undo(rctx, n) != nil {
-					// The delete may still land later and remove a lock
-					// this same token wins meanwhile: until it cannot
-					// matter, this master's votes for the token don't count.
-					n.taint(taintKey(keys, value), c.taintFor(ttl))
+				// Until the delete is known to have landed, it may still land
+				// later and remove a lock this same token wins meanwhile: the
+				// master's votes for the token don't count while it is in
+				// flight, nor, if it fails, until that cannot matter.
+				tk := taintKey(keys, value)
+				if !c.opts.noTaint {
+					n.taint(tk, c.taintFor(ttl))
+				}
+				if undo(rctx, n) == nil {
+					n.untaint(tk)
 				}
 				cancel()
 			}
@@ -188,7 +193,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		case r.err != nil:
 			t.failed++
 			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case !r.trusted || r.node.tainted(taintKey(keys, value)):
+		case !r.trusted || (!c.opts.noTaint && r.node.tainted(taintKey(keys, value))):
 			t.untrusted++
 		case r.val.set:
 			t.yes++

@@ -219,6 +219,12 @@ func (n *node) taint(k string, d time.Duration) {
 	n.taints[k] = now.Add(d)
 }
 
+func (n *node) untaint(k string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.taints, k)
+}
+
 func (n *node) tainted(k string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -36,6 +36,7 @@ type options struct {
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
 	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
+	noTaint     bool          // tests only: count the votes of masters whose rollback is in doubt
 }
 
 // Option configures a Client.

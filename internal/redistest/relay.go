@@ -1,4 +1,4 @@
-package faults
+package redistest
 
 import (
 	"net"
@@ -8,30 +8,33 @@ import (
 	"time"
 )
 
-// relay is a TCP fault relay in front of one master: it can add latency to
-// every chunk it forwards and reset every connection through it.
-type relay struct {
+// Relay is a TCP fault relay in front of one server: it can add latency to
+// every chunk it forwards (Delay, in nanoseconds, read as each chunk
+// arrives) and reset every connection through it.
+type Relay struct {
 	ln     net.Listener
 	target string
-	delay  atomic.Int64 // nanoseconds added before each forwarded chunk
+	Delay  atomic.Int64 // nanoseconds added before each forwarded chunk
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 }
 
-func newRelay(t *testing.T, target string) *relay {
+// NewRelay starts a relay to target on a free loopback port.
+func NewRelay(t testing.TB, target string) *Relay {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	go r.serve()
-	t.Cleanup(func() { ln.Close(); r.reset() })
+	t.Cleanup(func() { ln.Close(); r.Reset() })
 	return r
 }
 
-func (r *relay) addr() string { return r.ln.Addr().String() }
+// Addr is the relay's address.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }
 
-func (r *relay) serve() {
+func (r *Relay) serve() {
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
@@ -41,7 +44,7 @@ func (r *relay) serve() {
 	}
 }
 
-func (r *relay) pipe(c net.Conn) {
+func (r *Relay) pipe(c net.Conn) {
 	up, err := net.DialTimeout("tcp", r.target, time.Second)
 	if err != nil {
 		c.Close()
@@ -54,7 +57,7 @@ func (r *relay) pipe(c net.Conn) {
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				if d := r.delay.Load(); d > 0 {
+				if d := r.Delay.Load(); d > 0 {
 					time.Sleep(time.Duration(d))
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -75,7 +78,7 @@ func (r *relay) pipe(c net.Conn) {
 	r.untrack(c, up)
 }
 
-func (r *relay) track(cs ...net.Conn) {
+func (r *Relay) track(cs ...net.Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
@@ -83,7 +86,7 @@ func (r *relay) track(cs ...net.Conn) {
 	}
 }
 
-func (r *relay) untrack(cs ...net.Conn) {
+func (r *Relay) untrack(cs ...net.Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
@@ -91,8 +94,8 @@ func (r *relay) untrack(cs ...net.Conn) {
 	}
 }
 
-// reset closes every connection through the relay at once.
-func (r *relay) reset() {
+// Reset closes every connection through the relay at once.
+func (r *Relay) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for c := range r.conns {
