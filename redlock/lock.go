@@ -151,6 +151,11 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		// Known in advance: refuse before anything is written.
 		return AcquireResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
 	}
+	// An earlier acquire of the same key through this client may still be
+	// writing to slower masters: let it land first, as it would on one Redis.
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
 	vote, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
 	decided := make(chan struct{})
