@@ -202,10 +202,8 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 			t.untrusted++
 		case r.val.set:
 			t.yes++
-		default:
-			t.no++
 		}
-		if r.err == nil && r.val.prev != nil {
+		if r.err == nil && r.val.prev != nil { // taken: prevs says by whom
 			prevs[*r.val.prev]++
 		}
 		return t.yes >= t.quorum || !t.canStillWin()

@@ -58,7 +58,6 @@ func collect[T any](ch <-chan reply[T], n int, done func(got []reply[T]) bool) [
 type tally struct {
 	n, quorum int
 	yes       int // trusted masters that did what was asked
-	no        int // masters that refused (the key is someone else's)
 	failed    int // errors and timeouts
 	untrusted int // answers that cannot count (restart guard)
 	answered  int
