@@ -118,7 +118,7 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch [][][]byte) {
 		}
 		return
 	}
-	done, err := bc.doMany(batch, s.cfg.Proxy.PassthroughTimeout.Duration, func(reply []byte) {
+	done, err := bc.doMany(batch, s.passthroughTimeout(), func(reply []byte) {
 		c.WriteRaw(reply)
 		handOver(c) // a large reply leaves redcon's buffer before the next is read
 	})
@@ -203,7 +203,7 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
 		return
 	}
-	timeout := s.cfg.Proxy.PassthroughTimeout.Duration
+	timeout := s.passthroughTimeout()
 	if pin && !st.multi {
 		timeout = 0 // blocking commands wait as long as the client asked
 	}

@@ -37,7 +37,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	})
 	section("Clients", func() {
 		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\n",
-			s.clients.Load(), s.cfg.Proxy.MaxClients, counterValue(s.m.connections))
+			s.clients.Load(), s.maxClients.Load(), counterValue(s.m.connections))
 	})
 	section("Redlock", func() {
 		ms := s.rl.Status()

@@ -40,7 +40,10 @@ type Server struct {
 	http    *http.Server
 	clients atomic.Int64
 	nextID  atomic.Int64
-	m       *metrics
+	// Settings a reload may change while the proxy runs.
+	maxClients  atomic.Int64
+	passthrough atomic.Int64 // passthrough timeout, ns
+	m           *metrics
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -71,6 +74,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
 		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256),
 	}
+	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
+	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.m = newMetrics(s)
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.dispatch, s.accept, s.closed)
@@ -137,7 +142,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) accept(c redcon.Conn) bool {
-	if s.clients.Load() >= int64(s.cfg.Proxy.MaxClients) {
+	if s.clients.Load() >= s.maxClients.Load() {
 		c.WriteError("ERR max number of clients reached")
 		return false
 	}

@@ -73,19 +73,41 @@ func run(args []string, stderr io.Writer) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case err := <-done:
-		return err
-	case s := <-sig:
-		log.Info().Str("signal", s.String()).Msg("shutting down")
-		_ = srv.Close()
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for {
 		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
+		case err := <-done:
+			return err
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reload(srv, *path, over, log)
+				continue
+			}
+			log.Info().Str("signal", s.String()).Msg("shutting down")
+			_ = srv.Close()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+			return nil
 		}
-		return nil
 	}
+}
+
+// reload re-reads the configuration on SIGHUP and applies what is safe to
+// change live; anything else is refused, with the reason in the log.
+func reload(srv *proxy.Server, path string, over overrides, log zerolog.Logger) {
+	cfg, err := loadConfig(path, over)
+	if err == nil {
+		var changed []string
+		if changed, err = srv.Reload(cfg); err == nil {
+			lvl, _ := zerolog.ParseLevel(cfg.Log.Level)
+			zerolog.SetGlobalLevel(lvl)
+			log.Info().Strs("changed", changed).Msg("configuration reloaded")
+			return
+		}
+	}
+	log.Error().Err(err).Msg("configuration reload refused; the running configuration is unchanged")
 }
 
 // redisLogger sends go-redis's own messages (pool dial failures and the
@@ -142,7 +164,9 @@ func newLogger(c proxy.LogConfig, w io.Writer) (zerolog.Logger, error) {
 	if f, ok := w.(*os.File); c.Format == "console" || (c.Format == "auto" && ok && isatty.IsTerminal(f.Fd())) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+	// The level is global so that SIGHUP can change it.
+	zerolog.SetGlobalLevel(lvl)
+	return zerolog.New(w).With().Timestamp().Logger(), nil
 }
 
 // overrides holds the values given by flags, by flag name.

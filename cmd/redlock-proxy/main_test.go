@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,5 +206,81 @@ func TestFlagsAndEnvOverrideTheFile(t *testing.T) {
 	out, err := exec.Command(binary, "-check-config", "-config", cfg, "-masters", "nohostport").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "redlock.masters") {
 		t.Fatalf("a bad flag value is not reported by key: %v %s", err, out)
+	}
+}
+
+// SIGHUP applies what is safe to change live and refuses a new master list.
+func TestSIGHUPReload(t *testing.T) {
+	masters := redistest.StartN(t, 3)
+	port := redistest.FreePort(t)
+	body := func(maxClients int, ms []string) string {
+		return fmt.Sprintf("[proxy]\nlisten = \"127.0.0.1:%d\"\nmax_clients = %d\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\n[log]\nformat = \"json\"\n",
+			port, maxClients, strings.Join(ms, `", "`))
+	}
+	cfg := writeConfig(t, body(100, redistest.Addrs(masters)))
+	cmd := exec.Command(binary, "-config", cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	logs := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs <- sc.Text()
+		}
+	}()
+	waitLog := func(want string) string {
+		t.Helper()
+		for deadline := time.After(10 * time.Second); ; {
+			select {
+			case l := <-logs:
+				if strings.Contains(l, want) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no log line with %q", want)
+			}
+		}
+	}
+	waitLog("redlock-proxy serving")
+
+	// A different master list is refused, and says why.
+	other := append(redistest.Addrs(masters)[:2:2], "127.0.0.1:1")
+	if err := os.WriteFile(cfg, []byte(body(100, other)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	if l := waitLog("reload refused"); !strings.Contains(l, "redlock.masters") {
+		t.Fatalf("refusal does not name the reason: %s", l)
+	}
+
+	// max_clients is applied live.
+	if err := os.WriteFile(cfg, []byte(body(1, redistest.Addrs(masters))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	if l := waitLog("configuration reloaded"); !strings.Contains(l, "proxy.max_clients") {
+		t.Fatalf("reload does not list what changed: %s", l)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c1, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c1.Write([]byte("PING\r\n"))
+	r1 := bufio.NewReader(c1)
+	if l, _ := r1.ReadString('\n'); l != "+PONG\r\n" {
+		t.Fatalf("first client: %q", l)
+	}
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if l, _ := bufio.NewReader(c2).ReadString('\n'); l != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("second client after max_clients = 1: %q", l)
 	}
 }
