@@ -1,8 +1,11 @@
 package proxy_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -61,5 +64,42 @@ func TestMetricsAndHealth(t *testing.T) {
 	_, body = httpGet(t, base+"/metrics")
 	if !strings.Contains(body, `redlock_proxy_acquires_total{outcome="no_quorum"}`) {
 		t.Error("/metrics does not count acquires refused for want of a quorum")
+	}
+}
+
+// Every metric the Grafana dashboard queries is one the proxy exports.
+func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/grafana/redlock-proxy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Metrics.Listen = "127.0.0.1:0" })
+	must(e.do("SET", e.key("k"), "t", "NX", "PX", 1000))
+	must(e.do("EVAL", unlockSpellings[0], 1, e.key("k"), "t"))
+	must(e.do("EVAL", extendScript, 1, e.key("k"), "t", 1000))
+	_, body := httpGet(t, "http://"+e.srv.MetricsAddr().String()+"/metrics")
+	name := regexp.MustCompile(`redlock_proxy_[a-z_]+`)
+	used := 0
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			for _, m := range name.FindAllString(q.Expr, -1) {
+				used++
+				if !strings.Contains(body, "\n"+m) && !strings.HasPrefix(body, m) {
+					t.Errorf("panel %q queries %s, which /metrics does not export", p.Title, m)
+				}
+			}
+		}
+	}
+	if used < 10 {
+		t.Fatalf("only %d metric references found in the dashboard", used)
 	}
 }
