@@ -54,7 +54,9 @@ func TestHeldOnMajorityElsewhere(t *testing.T) {
 	e.seed(key, "other", 10*time.Second, 0, 1)
 	_, err := e.do("SET", key, "mine", "NX", "PX", 10000)
 	mustEqual(t, "reply", err, error(redis.Nil))
-	mustEqual(t, "masters holding our token", count(e.onMasters(key), "mine"), 0)
+	// The answer can come before the free master has replied; its copy is
+	// rolled back as soon as its SET returns.
+	eventually(t, "no copy of our token left", func() bool { return count(e.onMasters(key), "mine") == 0 })
 }
 
 func TestHeldOnMinority(t *testing.T) {
@@ -115,8 +117,10 @@ func TestTwoMastersKilled(t *testing.T) {
 	}
 	c := e.masters[1].Client()
 	defer c.Close()
-	n, _ := c.Exists(context.Background(), key).Result()
-	mustEqual(t, "our value left on the survivor", n, int64(0))
+	eventually(t, "no copy of our value left on the survivor", func() bool {
+		n, _ := c.Exists(context.Background(), key).Result()
+		return n == 0
+	})
 	pong, err := e.do("PING")
 	mustEqual(t, "proxy still answers", pong, any("PONG"))
 }

@@ -50,13 +50,18 @@ func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
 }
 
 func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	switch len(args) {
-	case 2:
-		c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	case 3:
-		c.WriteString("OK") // the default user has no password: any password is accepted, as on Redis
-	default:
+	switch {
+	case len(args) < 2 || len(args) > 3:
 		c.WriteError("ERR syntax error")
+	case !s.authRequired() && len(args) == 2:
+		c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case !s.authRequired():
+		c.WriteString("OK") // the default user has no password: any password is accepted, as on Redis
+	case s.checkAuth(args[1:]):
+		st.authed = true
+		c.WriteString("OK")
+	default:
+		c.WriteError(wrongPass)
 	}
 }
 
@@ -88,6 +93,11 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 					c.WriteError("ERR Syntax error in HELLO option 'auth'")
 					return
 				}
+				if s.authRequired() && !s.checkAuth(args[i+1:i+3]) {
+					c.WriteError(wrongPass)
+					return
+				}
+				st.authed = true
 				i += 2
 			case "setname":
 				if i+1 >= len(args) {

@@ -48,6 +48,14 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	name := lower(cmd.Args[0])
+	if !st.authed && s.authRequired() && !preAuth(name, cmd.Args) {
+		if name == "hello" {
+			c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		} else {
+			c.WriteError("NOAUTH Authentication required.")
+		}
+		return
+	}
 	h, ok := commands[name]
 	if st.multi && !queueable(name) {
 		h, ok = nil, false

@@ -91,12 +91,14 @@ type ScriptConfig struct {
 
 // ProxyConfig is the client-facing side.
 type ProxyConfig struct {
-	Listen             string   `toml:"listen"`
-	Backend            string   `toml:"backend"`
-	LockKeys           []string `toml:"lock_keys"`
-	PassthroughTimeout Duration `toml:"passthrough_timeout"`
-	MaxClients         int      `toml:"max_clients"`
-	IdleTimeout        Duration `toml:"idle_timeout"`
+	Listen             string       `toml:"listen"`
+	Backend            string       `toml:"backend"`
+	LockKeys           []string     `toml:"lock_keys"`
+	PassthroughTimeout Duration     `toml:"passthrough_timeout"`
+	Password           string       `toml:"password"` // clients must AUTH with it (the "default" user); empty: no AUTH
+	Users              []UserConfig `toml:"users"`    // further users for AUTH user pass
+	MaxClients         int          `toml:"max_clients"`
+	IdleTimeout        Duration     `toml:"idle_timeout"`
 
 	// MaxBulkLen is the longest argument a client may send (Redis's
 	// proto-max-bulk-len); a longer declared length closes the client
@@ -108,6 +110,12 @@ type ProxyConfig struct {
 	// WriteTimeout closes a client that does not read its replies: a write
 	// to it that makes no progress for this long fails. 0 waits forever.
 	WriteTimeout Duration `toml:"write_timeout"`
+}
+
+// UserConfig is a client user for "AUTH user password".
+type UserConfig struct {
+	Name     string `toml:"name"`
+	Password string `toml:"password"`
 }
 
 // RedlockConfig is the quorum side.

@@ -9,4 +9,5 @@ type client struct {
 	pinned  *backendConn // backend connection owned by this client, once it needs one
 	multi   bool         // inside MULTI
 	dirty   bool         // a command was refused inside MULTI: EXEC must abort
+	authed  bool         // AUTH (or HELLO … AUTH) succeeded
 }

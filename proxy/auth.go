@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"strings"
+)
+
+const wrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// authRequired reports whether clients must authenticate: proxy.password or
+// proxy.users is set.
+func (s *Server) authRequired() bool {
+	return s.cfg.Proxy.Password != "" || len(s.cfg.Proxy.Users) > 0
+}
+
+// checkAuth checks AUTH's arguments: a password for the "default" user, or
+// a user and a password.
+func (s *Server) checkAuth(args [][]byte) bool {
+	user, pass := "default", args[0]
+	if len(args) == 2 {
+		user, pass = string(args[0]), args[1]
+	}
+	if user == "default" {
+		return s.cfg.Proxy.Password != "" && same(pass, s.cfg.Proxy.Password)
+	}
+	ok := false
+	for _, u := range s.cfg.Proxy.Users {
+		if u.Name == user && same(pass, u.Password) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+func same(got []byte, want string) bool {
+	return subtle.ConstantTimeCompare(got, []byte(want)) == 1
+}
+
+// preAuth lists what a client may send before it authenticates, as Redis
+// allows: AUTH, HELLO with AUTH, and QUIT.
+func preAuth(name string, args [][]byte) bool {
+	switch name {
+	case "auth", "quit":
+		return true
+	case "hello":
+		for _, a := range args[1:] {
+			if strings.EqualFold(string(a), "auth") {
+				return true
+			}
+		}
+	}
+	return false
+}
