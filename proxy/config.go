@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -91,14 +92,19 @@ type ScriptConfig struct {
 
 // ProxyConfig is the client-facing side.
 type ProxyConfig struct {
-	Listen             string       `toml:"listen"`
-	Backend            string       `toml:"backend"`
-	LockKeys           []string     `toml:"lock_keys"`
-	PassthroughTimeout Duration     `toml:"passthrough_timeout"`
-	Password           string       `toml:"password"` // clients must AUTH with it (the "default" user); empty: no AUTH
-	Users              []UserConfig `toml:"users"`    // further users for AUTH user pass
-	MaxClients         int          `toml:"max_clients"`
-	IdleTimeout        Duration     `toml:"idle_timeout"`
+	Listen             string   `toml:"listen"`
+	Backend            string   `toml:"backend"`
+	LockKeys           []string `toml:"lock_keys"`
+	PassthroughTimeout Duration `toml:"passthrough_timeout"`
+	Password           string   `toml:"password"`      // clients must AUTH with it (the "default" user); empty: no AUTH
+	TLSCert            string   `toml:"tls_cert"`      // PEM certificate: clients connect with TLS
+	TLSKey             string   `toml:"tls_key"`       // PEM key of tls_cert
+	TLSClientCA        string   `toml:"tls_client_ca"` // PEM CA: clients must present a certificate it signed
+	// TLS is built from the files above by the caller (only cmd reads files).
+	TLS         *tls.Config  `toml:"-"`
+	Users       []UserConfig `toml:"users"` // further users for AUTH user pass
+	MaxClients  int          `toml:"max_clients"`
+	IdleTimeout Duration     `toml:"idle_timeout"`
 
 	// MaxBulkLen is the longest argument a client may send (Redis's
 	// proto-max-bulk-len); a longer declared length closes the client

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -91,6 +92,9 @@ func (s *Server) Listen() (net.Addr, error) {
 	nl, err := net.Listen("tcp", s.cfg.Proxy.Listen)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Proxy.TLS != nil {
+		nl = tls.NewListener(nl, s.cfg.Proxy.TLS) // the checks below see plain text
 	}
 	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: s.cfg.Proxy.WriteTimeout.Duration}
 	if err := s.listenHTTP(); err != nil {

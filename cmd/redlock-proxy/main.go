@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -148,6 +150,9 @@ func loadConfig(path string, over overrides) (proxy.Config, error) {
 		cfg.Scripts[i].Source = string(src)
 	}
 	over.apply(&cfg, os.Getenv)
+	if err := loadTLS(&cfg.Proxy, filepath.Dir(path)); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -196,4 +201,39 @@ func (o overrides) apply(c *proxy.Config, getenv func(string) string) {
 			t.set(c, v)
 		}
 	}
+}
+
+// loadTLS builds the client-facing TLS configuration from proxy.tls_cert,
+// tls_key and tls_client_ca (paths relative to the config file).
+func loadTLS(p *proxy.ProxyConfig, dir string) error {
+	if p.TLSCert == "" && p.TLSKey == "" && p.TLSClientCA == "" {
+		return nil
+	}
+	rel := func(f string) string {
+		if f == "" || filepath.IsAbs(f) {
+			return f
+		}
+		return filepath.Join(dir, f)
+	}
+	if p.TLSCert == "" || p.TLSKey == "" {
+		return errors.New("proxy.tls_cert and proxy.tls_key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(rel(p.TLSCert), rel(p.TLSKey))
+	if err != nil {
+		return fmt.Errorf("proxy.tls_cert/tls_key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if p.TLSClientCA != "" {
+		pem, err := os.ReadFile(rel(p.TLSClientCA))
+		if err != nil {
+			return fmt.Errorf("proxy.tls_client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return errors.New("proxy.tls_client_ca: no PEM certificate in the file")
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	p.TLS = cfg
+	return nil
 }
