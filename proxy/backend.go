@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"net"
 	"time"
@@ -63,14 +64,21 @@ type backend struct {
 	password string
 	timeout  time.Duration
 	idle     chan *backendConn
+	tls      *tls.Config // nil: plain TCP
 }
 
-func newBackend(addr, password string, timeout time.Duration, poolSize int) *backend {
-	return &backend{addr: addr, password: password, timeout: timeout, idle: make(chan *backendConn, poolSize)}
+func newBackend(addr, password string, timeout time.Duration, poolSize int, tlsCfg *tls.Config) *backend {
+	return &backend{addr: addr, password: password, timeout: timeout, idle: make(chan *backendConn, poolSize), tls: tlsCfg}
 }
 
 func (p *backend) dial() (*backendConn, error) {
-	nc, err := net.DialTimeout("tcp", p.addr, p.timeout)
+	var nc net.Conn
+	var err error
+	if p.tls != nil {
+		nc, err = tls.DialWithDialer(&net.Dialer{Timeout: p.timeout}, "tcp", p.addr, p.tls)
+	} else {
+		nc, err = net.DialTimeout("tcp", p.addr, p.timeout)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -126,16 +126,22 @@ type UserConfig struct {
 
 // RedlockConfig is the quorum side.
 type RedlockConfig struct {
-	Masters      []string `toml:"masters"`
-	Password     string   `toml:"password"`
-	Quorum       int      `toml:"quorum"`
-	NodeTimeout  Duration `toml:"node_timeout"`
-	DriftFactor  float64  `toml:"drift_factor"`
-	RetryCount   int      `toml:"retry_count"`
-	RetryDelay   Duration `toml:"retry_delay"`
-	GuardWindow  Duration `toml:"restart_guard_window"`
-	RestartGuard bool     `toml:"restart_guard"`
-	PoolSize     int      `toml:"pool_size"`
+	Masters       []string `toml:"masters"`
+	Password      string   `toml:"password"`
+	TLSCA         string   `toml:"tls_ca"`          // PEM CA that signed the masters' certificates: connect with TLS
+	TLSCert       string   `toml:"tls_cert"`        // PEM client certificate for masters that ask for one
+	TLSKey        string   `toml:"tls_key"`         // its key
+	TLSServerName string   `toml:"tls_server_name"` // name to verify in the masters' certificates; default: the host
+	// TLS is built from the files above by the caller (only cmd reads files).
+	TLS          *tls.Config `toml:"-"`
+	Quorum       int         `toml:"quorum"`
+	NodeTimeout  Duration    `toml:"node_timeout"`
+	DriftFactor  float64     `toml:"drift_factor"`
+	RetryCount   int         `toml:"retry_count"`
+	RetryDelay   Duration    `toml:"retry_delay"`
+	GuardWindow  Duration    `toml:"restart_guard_window"`
+	RestartGuard bool        `toml:"restart_guard"`
+	PoolSize     int         `toml:"pool_size"`
 }
 
 // LogConfig sets logging.

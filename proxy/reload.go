@@ -25,7 +25,7 @@ func (s *Server) Reload(next Config) ([]string, error) {
 	// What may differ: the live settings and the log level.
 	live := func(c Config) Config {
 		c.Proxy.MaxClients, c.Proxy.PassthroughTimeout, c.Log.Level = 0, Duration{}, ""
-		c.Proxy.TLS = nil // rebuilt from the same files on every load
+		c.Proxy.TLS, c.Redlock.TLS = nil, nil // rebuilt from the same files on every load
 		return c
 	}
 	if !reflect.DeepEqual(live(cur), live(next)) {

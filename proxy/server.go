@@ -61,7 +61,12 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		redlock.WithQuorum(r.Quorum), redlock.WithDriftFactor(r.DriftFactor),
 		redlock.WithNodeTimeout(r.NodeTimeout.Duration), redlock.WithRetry(r.RetryCount, r.RetryDelay.Duration),
 		redlock.WithRestartGuard(guard), redlock.WithPoolSize(r.PoolSize),
-		redlock.WithRedisOptions(func(_ int, o *redis.Options) { o.Password = r.Password }),
+		redlock.WithRedisOptions(func(_ int, o *redis.Options) {
+			o.Password = r.Password
+			if r.TLS != nil {
+				o.TLSConfig = r.TLS.Clone()
+			}
+		}),
 		redlock.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
 	)
 	if err != nil {
@@ -73,7 +78,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
-		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256),
+		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))

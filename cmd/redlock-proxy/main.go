@@ -153,6 +153,9 @@ func loadConfig(path string, over overrides) (proxy.Config, error) {
 	if err := loadTLS(&cfg.Proxy, filepath.Dir(path)); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := loadMasterTLS(&cfg.Redlock, filepath.Dir(path)); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -235,5 +238,43 @@ func loadTLS(p *proxy.ProxyConfig, dir string) error {
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	p.TLS = cfg
+	return nil
+}
+
+// loadMasterTLS builds the TLS configuration for connections to the masters
+// (and the backend) from redlock.tls_ca, tls_cert, tls_key and
+// tls_server_name.
+func loadMasterTLS(r *proxy.RedlockConfig, dir string) error {
+	if r.TLSCA == "" && r.TLSCert == "" && r.TLSKey == "" {
+		return nil
+	}
+	rel := func(f string) string {
+		if f == "" || filepath.IsAbs(f) {
+			return f
+		}
+		return filepath.Join(dir, f)
+	}
+	cfg := &tls.Config{ServerName: r.TLSServerName, MinVersion: tls.VersionTLS12}
+	if r.TLSCA != "" {
+		pem, err := os.ReadFile(rel(r.TLSCA))
+		if err != nil {
+			return fmt.Errorf("redlock.tls_ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return errors.New("redlock.tls_ca: no PEM certificate in the file")
+		}
+	}
+	if (r.TLSCert == "") != (r.TLSKey == "") {
+		return errors.New("redlock.tls_cert and redlock.tls_key go together")
+	}
+	if r.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(rel(r.TLSCert), rel(r.TLSKey))
+		if err != nil {
+			return fmt.Errorf("redlock.tls_cert/tls_key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	r.TLS = cfg
 	return nil
 }
