@@ -111,7 +111,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				}
 				st.name = string(args[i])
 			default:
-				c.WriteError("ERR Syntax error in HELLO option '" + string(args[i]) + "'")
+				c.WriteError("ERR Syntax error in HELLO option '" + echo(args[i]) + "'")
 				return
 			}
 		}
@@ -175,7 +175,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		case "lib-ver":
 			st.libVer = string(args[3])
 		default:
-			c.WriteError("ERR Unrecognized option '" + string(args[2]) + "'")
+			c.WriteError("ERR Unrecognized option '" + echo(args[2]) + "'")
 			return
 		}
 		c.WriteString("OK")
@@ -184,9 +184,9 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info":
-		c.WriteError("ERR wrong number of arguments for 'client|" + sub + "' command")
+		c.WriteError("ERR wrong number of arguments for 'client|" + echo([]byte(sub)) + "' command")
 	default:
-		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(sub) + " is not supported through the proxy")
+		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(echo([]byte(sub))) + " is not supported through the proxy")
 	}
 }
 

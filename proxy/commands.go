@@ -198,7 +198,7 @@ func lower(b []byte) string {
 }
 
 func wrongArgs(c redcon.Conn, name string) {
-	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(name) + "' command")
+	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(echo([]byte(name))) + "' command")
 }
 
 // forward passes a command through to the backend: on the client's pinned
@@ -247,7 +247,7 @@ func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool,
 }
 
 func cmdRefuse(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(string(args[0])) + "' is not supported through the proxy; connect to a master directly")
+	c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(echo(args[0])) + "' is not supported through the proxy; connect to a master directly")
 }
 
 // cmdBlocking runs a blocking command on the client's own backend

@@ -25,3 +25,18 @@ func errorReply(err error) string {
 }
 
 func writeErr(c redcon.Conn, err error) { c.WriteError(errorReply(err)) }
+
+// echo makes client input safe to quote in an error reply, as Redis does:
+// at most 128 bytes, and no CR or LF that would end the reply early.
+func echo(b []byte) string {
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	out := []byte(string(b))
+	for i, c := range out {
+		if c == '\r' || c == '\n' {
+			out[i] = ' '
+		}
+	}
+	return string(out)
+}

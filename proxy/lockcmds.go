@@ -261,7 +261,7 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR value is not an integer or out of range")
 		return
 	} else if n <= 0 {
-		c.WriteError("ERR invalid expire time in '" + strings.ToLower(string(args[0])) + "' command")
+		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
 		return
 	}
 	s.broadcastMajority(c, toAny(args))
