@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -232,7 +231,3 @@ func (s *Server) isLockKey(key []byte) bool {
 
 // MasterStatus reports each master's state.
 func (s *Server) MasterStatus() []redlock.MasterStatus { return s.rl.Status() }
-
-func (s *Server) errorf(c redcon.Conn, format string, args ...any) {
-	c.WriteError(fmt.Sprintf(format, args...))
-}

@@ -140,9 +140,7 @@ func loadConfig(path string, over overrides) (proxy.Config, error) {
 		if f == "" {
 			return cfg, fmt.Errorf("config %s: scripts[%d]: file is missing", path, i)
 		}
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(filepath.Dir(path), f)
-		}
+		f = relTo(filepath.Dir(path), f)
 		src, err := os.ReadFile(f)
 		if err != nil {
 			return cfg, fmt.Errorf("config %s: scripts[%d]: %w", path, i, err)
@@ -212,12 +210,7 @@ func loadTLS(p *proxy.ProxyConfig, dir string) error {
 	if p.TLSCert == "" && p.TLSKey == "" && p.TLSClientCA == "" {
 		return nil
 	}
-	rel := func(f string) string {
-		if f == "" || filepath.IsAbs(f) {
-			return f
-		}
-		return filepath.Join(dir, f)
-	}
+	rel := func(f string) string { return relTo(dir, f) }
 	if p.TLSCert == "" || p.TLSKey == "" {
 		return errors.New("proxy.tls_cert and proxy.tls_key go together")
 	}
@@ -227,13 +220,9 @@ func loadTLS(p *proxy.ProxyConfig, dir string) error {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if p.TLSClientCA != "" {
-		pem, err := os.ReadFile(rel(p.TLSClientCA))
+		pool, err := readCAPool(rel(p.TLSClientCA), "proxy.tls_client_ca")
 		if err != nil {
-			return fmt.Errorf("proxy.tls_client_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return errors.New("proxy.tls_client_ca: no PEM certificate in the file")
+			return err
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
@@ -248,22 +237,14 @@ func loadMasterTLS(r *proxy.RedlockConfig, dir string) error {
 	if r.TLSCA == "" && r.TLSCert == "" && r.TLSKey == "" {
 		return nil
 	}
-	rel := func(f string) string {
-		if f == "" || filepath.IsAbs(f) {
-			return f
-		}
-		return filepath.Join(dir, f)
-	}
+	rel := func(f string) string { return relTo(dir, f) }
 	cfg := &tls.Config{ServerName: r.TLSServerName, MinVersion: tls.VersionTLS12}
 	if r.TLSCA != "" {
-		pem, err := os.ReadFile(rel(r.TLSCA))
+		pool, err := readCAPool(rel(r.TLSCA), "redlock.tls_ca")
 		if err != nil {
-			return fmt.Errorf("redlock.tls_ca: %w", err)
+			return err
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return errors.New("redlock.tls_ca: no PEM certificate in the file")
-		}
+		cfg.RootCAs = pool
 	}
 	if (r.TLSCert == "") != (r.TLSKey == "") {
 		return errors.New("redlock.tls_cert and redlock.tls_key go together")
@@ -277,4 +258,25 @@ func loadMasterTLS(r *proxy.RedlockConfig, dir string) error {
 	}
 	r.TLS = cfg
 	return nil
+}
+
+// relTo resolves a path from the config file against the file's directory.
+func relTo(dir, f string) string {
+	if f == "" || filepath.IsAbs(f) {
+		return f
+	}
+	return filepath.Join(dir, f)
+}
+
+// readCAPool reads a PEM CA file named by the config key key.
+func readCAPool(path, key string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in the file", key)
+	}
+	return pool, nil
 }
