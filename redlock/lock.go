@@ -69,11 +69,11 @@ func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (v
 	if len(keys) == 1 {
 		args := setArgs(keys[0], value, ttl)
 		return func(ctx context.Context, n *node) (setVote, error) { return setOnce(ctx, n, args) },
-			func(ctx context.Context, n *node) error { return releaseScript.Run(ctx, n.rdb, keys, value).Err() }
+			func(ctx context.Context, n *node) error { return n.run(ctx, releaseScript, keys, value).Err() }
 	}
 	ms := ttl.Milliseconds()
 	return func(ctx context.Context, n *node) (setVote, error) {
-			v, err := acquireAllScript.Run(ctx, n.rdb, keys, value, ms).Slice()
+			v, err := n.run(ctx, acquireAllScript, keys, value, ms).Slice()
 			if err != nil || len(v) == 0 {
 				return setVote{}, err
 			}
@@ -86,7 +86,7 @@ func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (v
 			}
 			return setVote{prev: &held}, nil
 		}, func(ctx context.Context, n *node) error {
-			return releaseAllScript.Run(ctx, n.rdb, keys, value).Err()
+			return n.run(ctx, releaseAllScript, keys, value).Err()
 		}
 }
 
@@ -276,7 +276,7 @@ func heldBy(prevs map[string]int, quorum int) *string {
 }
 
 func setOnce(ctx context.Context, n *node, args []any) (setVote, error) {
-	v, err := n.rdb.Do(ctx, args...).Result()
+	v, err := n.do(ctx, args...).Result()
 	switch {
 	case err == redis.Nil:
 		return setVote{set: true}, nil // the key was absent and is now ours
@@ -306,7 +306,7 @@ func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
 func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return releaseScript.Run(nctx, n.rdb, []string{key}, value).Int64()
+		return n.run(nctx, releaseScript, []string{key}, value).Int64()
 	})
 	var r ReleaseResult
 	var errs []error
@@ -362,7 +362,7 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return extendScript.Run(nctx, n.rdb, []string{key}, value, ms, string(mode)).Int64()
+		return n.run(nctx, extendScript, []string{key}, value, ms, string(mode)).Int64()
 	})
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -405,7 +405,7 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 		c.WaitWrites(ctx, k)
 	}
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) ([]int64, error) {
-		return releaseAllScript.Run(nctx, n.rdb, keys, value).Int64Slice()
+		return n.run(nctx, releaseAllScript, keys, value).Int64Slice()
 	})
 	deleted := make([]int, len(keys))
 	failed := 0
@@ -444,7 +444,7 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	}
 	start := time.Now()
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return extendAllScript.Run(nctx, n.rdb, keys, value, ttl.Milliseconds()).Int64()
+		return n.run(nctx, extendAllScript, keys, value, ttl.Milliseconds()).Int64()
 	})
 	yes, failed := 0, 0
 	var errs []error

@@ -231,3 +231,15 @@ func (n *node) tainted(k string) bool {
 	until, ok := n.taints[k]
 	return ok && time.Now().Before(until)
 }
+
+// do sends one command to this master. Every quorum step goes through do or
+// run, so that how commands reach a master is decided in one place.
+func (n *node) do(ctx context.Context, args ...any) *redis.Cmd {
+	return n.rdb.Do(ctx, args...)
+}
+
+// run runs one of this package's scripts on this master: EVALSHA, and EVAL
+// when the master does not have the script yet.
+func (n *node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return s.Run(ctx, n.rdb, keys, args...)
+}

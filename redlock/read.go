@@ -29,7 +29,7 @@ type readVote struct {
 // timeout), because the PTTL depends on all the holders.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (readVote, error) {
-		vals, err := readScript.Run(nctx, n.rdb, []string{key}).Slice()
+		vals, err := n.run(nctx, readScript, []string{key}).Slice()
 		if err != nil {
 			return readVote{}, err
 		}
@@ -114,7 +114,7 @@ type Result struct {
 // receive the command.
 func (c *Client) Broadcast(ctx context.Context, done func(got []Result) bool, args ...any) []Result {
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (any, error) {
-		return n.rdb.Do(nctx, args...).Result()
+		return n.do(nctx, args...).Result()
 	})
 	var out []Result
 	collect(ch, len(c.nodes), func(got []reply[any]) bool {
