@@ -101,7 +101,13 @@ func parseServerInfo(info string) (runID string, uptime time.Duration, aof bool)
 func (n *node) observe(runID string, uptime time.Duration, durable bool, now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	restarted := n.runID != "" && n.runID != runID
+	if n.runID == runID {
+		// Seen before with this run_id: it has not restarted since, and
+		// every lock it voted for through this client is still in it.
+		n.durable = durable
+		return
+	}
+	restarted := n.runID != ""
 	if restarted {
 		n.restarts++
 		n.logf("redlock: master %s restarted (run_id %s -> %s, up %s)", n.addr, n.runID, runID, uptime)

@@ -98,3 +98,26 @@ func TestGuardCoversLongestTTLGranted(t *testing.T) {
 		t.Fatal("guard longer than the longest TTL granted")
 	}
 }
+
+// A new connection to a master already known by its run_id says nothing new:
+// it has not restarted, so a longer TTL granted since the first sight does
+// not put it back under the guard. (Pools open connections at any time.)
+func TestSameRunIDIsNotGuardedAgain(t *testing.T) {
+	c := &Client{opts: options{guardWindow: 3 * time.Second, longestTTL: new(atomic.Int64)}}
+	n := &node{addr: "m", opts: &c.opts}
+	now := time.Now()
+	n.observe("a", 0, false, now) // first sight of a young master: guarded 3 s
+	later := now.Add(3 * time.Second)
+	if !n.trusted(later) {
+		t.Fatal("guard outlived the window")
+	}
+	c.noteTTL(60 * time.Second)
+	n.observe("a", 3*time.Second, false, later)
+	if !n.trusted(later) {
+		t.Fatal("a second connection to the same run made the master guarded again")
+	}
+	n.observe("b", 0, false, later)
+	if n.trusted(later.Add(59 * time.Second)) {
+		t.Fatal("a real restart must still be guarded for the longest TTL granted")
+	}
+}
