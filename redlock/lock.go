@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,16 +65,19 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, tt
 	return r.Lock, err
 }
 
-// acquireSteps returns the per-master vote of an acquire and its undo.
-func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(context.Context, *node) (setVote, error), undo func(context.Context, *node) error) {
+// acquireSteps returns the per-master vote of an acquire, how to read its
+// reply, and its undo.
+func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(*node) *call, parse func(*redis.Cmd) (setVote, error), undo func(*node) *call) {
 	if len(keys) == 1 {
 		args := setArgs(keys[0], value, ttl)
-		return func(ctx context.Context, n *node) (setVote, error) { return setOnce(ctx, n, args) },
-			func(ctx context.Context, n *node) error { return n.run(ctx, releaseScript, keys, value).Err() }
+		return func(*node) *call { return &call{args: args} }, parseSet,
+			func(*node) *call { return &call{script: releaseScript, keys: keys, args: []any{value}} }
 	}
 	ms := ttl.Milliseconds()
-	return func(ctx context.Context, n *node) (setVote, error) {
-			v, err := n.run(ctx, acquireAllScript, keys, value, ms).Slice()
+	return func(*node) *call {
+			return &call{script: acquireAllScript, keys: keys, args: []any{value, ms}}
+		}, func(cmd *redis.Cmd) (setVote, error) {
+			v, err := cmd.Slice()
 			if err != nil || len(v) == 0 {
 				return setVote{}, err
 			}
@@ -85,8 +89,8 @@ func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (v
 				held = fmt.Sprint(v[1])
 			}
 			return setVote{prev: &held}, nil
-		}, func(ctx context.Context, n *node) error {
-			return n.run(ctx, releaseAllScript, keys, value).Err()
+		}, func(*node) *call {
+			return &call{script: releaseAllScript, keys: keys, args: []any{value}}
 		}
 }
 
@@ -156,42 +160,15 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
-	vote, undo := c.acquireSteps(keys, value, ttl)
+	vote, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
-	decided := make(chan struct{})
-	var rollback bool // written before decided is closed
-	rolledBack := make(chan *node, len(c.nodes))
+	run := &acquireRun{c: c, keys: keys, ttl: ttl, undo: undo, taint: taintKey(keys, value)}
 	start := time.Now()
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (setVote, error) {
-		v, err := vote(nctx, n)
-		// Wait for the outcome, then undo this master's part of a lock that
-		// was not granted: also where the SET timed out, as it may still land.
-		go func() {
-			<-decided
-			if rollback && (err != nil || v.set) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				// Until the delete is known to have landed, it may still land
-				// later and remove a lock this same token wins meanwhile: the
-				// master's votes for the token don't count while it is in
-				// flight, nor, if it fails, until that cannot matter.
-				tk := taintKey(keys, value)
-				if !c.opts.noTaint {
-					n.taint(tk, c.taintFor(ttl))
-				}
-				if undo(rctx, n) == nil {
-					n.untaint(tk)
-				}
-				cancel()
-			}
-			c.flights.end(keys)
-			rolledBack <- n
-		}()
-		return v, err
-	})
+	ch := fanoutCmd(c, vote, parse, run.onVote)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	var errs []error
 	prevs := map[string]int{}
-	got := collect(ch, len(c.nodes), func(got []reply[setVote]) bool {
+	collect(ch, len(c.nodes), func(got []reply[setVote]) bool {
 		r := got[len(got)-1]
 		t.answered++
 		switch {
@@ -211,6 +188,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	elapsed := time.Since(start)
 	var res AcquireResult
 	var err error
+	rollback := false
 	switch {
 	case t.yes >= t.quorum && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
 		l := &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Votes: t.yes}
@@ -235,34 +213,100 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		// lock its owner still holds.
 		rollback = res.Prev == nil || *res.Prev != value
 	}
-	close(decided)
-	// Masters marked down were sent nothing: their writes are not pending.
-	skipped := 0
-	for _, r := range got {
-		if r.err == errMasterDown {
-			skipped++
-		}
+	// Undo what the masters that answered took; late and failed ones undo
+	// their part when they answer, in the background.
+	run.decide(rollback)
+	return res, err
+}
+
+// acquireRun settles each master's part of one acquire once the outcome is
+// known: a master's write counts as landed (for WaitWrites) when it answered,
+// or, for a lock that was not granted, when its undo did.
+type acquireRun struct {
+	c     *Client
+	keys  []string
+	ttl   time.Duration
+	undo  func(*node) *call
+	taint string
+
+	mu       sync.Mutex
+	decided  bool
+	rollback bool
+	early    []earlyVote // answered before the outcome was known
+}
+
+type earlyVote struct {
+	n   *node
+	v   setVote
+	err error
+}
+
+// onVote runs in the worker that read a master's vote.
+func (a *acquireRun) onVote(n *node, v setVote, err error) {
+	a.mu.Lock()
+	if !a.decided {
+		a.early = append(a.early, earlyVote{n, v, err})
+		a.mu.Unlock()
+		return
 	}
-	go func(unread int) {
-		for i := 0; i < unread; i++ {
-			if r := <-ch; r.err == errMasterDown {
-				c.flights.end(keys)
-			}
+	a.mu.Unlock()
+	a.settle(n, v, err, nil)
+}
+
+// decide records the outcome and settles the votes already in. With a
+// rollback it waits until the masters among them that answered have undone
+// their part; failed ones undo it in the background.
+func (a *acquireRun) decide(rollback bool) {
+	a.mu.Lock()
+	a.decided, a.rollback = true, rollback
+	early := a.early
+	a.early = nil
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range early {
+		var then func()
+		if e.err == nil {
+			wg.Add(1)
+			then = wg.Done
 		}
-	}(len(c.nodes) - len(got))
-	for i := 0; i < skipped; i++ {
-		c.flights.end(keys)
+		a.settle(e.n, e.v, e.err, then)
 	}
 	if rollback {
-		// Wait for the masters that answered; late and failed ones undo
-		// their part on their own, in the background.
-		for _, r := range got {
-			if r.err == nil {
-				<-rolledBack
-			}
+		wg.Wait()
+	}
+}
+
+// settle undoes one master's part of a lock that was not granted, also
+// where its SET timed out, as it may still land. then, if not nil, is called
+// when that is done.
+func (a *acquireRun) settle(n *node, v setVote, err error, then func()) {
+	c := a.c
+	if !a.rollback || err == errMasterDown || (err == nil && !v.set) {
+		c.flights.end(a.keys)
+		if then != nil {
+			then()
+		}
+		return
+	}
+	// Until the delete is known to have landed, it may still land later and
+	// remove a lock this same token wins meanwhile: the master's votes for
+	// the token don't count while it is in flight, nor, if it fails, until
+	// that cannot matter.
+	if !c.opts.noTaint {
+		n.taint(a.taint, c.taintFor(a.ttl))
+	}
+	u := a.undo(n)
+	u.deadline = time.Now().Add(c.opts.nodeTimeout)
+	u.done = func(cmd *redis.Cmd) {
+		if cmd.Err() == nil {
+			n.untaint(a.taint)
+		}
+		c.flights.end(a.keys)
+		if then != nil {
+			then()
 		}
 	}
-	return res, err
+	n.batch.sendAsync(u)
 }
 
 // heldBy returns the value that a quorum of masters holds, if any.
@@ -275,8 +319,8 @@ func heldBy(prevs map[string]int, quorum int) *string {
 	return nil
 }
 
-func setOnce(ctx context.Context, n *node, args []any) (setVote, error) {
-	v, err := n.do(ctx, args...).Result()
+func parseSet(cmd *redis.Cmd) (setVote, error) {
+	v, err := cmd.Result()
 	switch {
 	case err == redis.Nil:
 		return setVote{set: true}, nil // the key was absent and is now ours
@@ -305,9 +349,10 @@ func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
 // to say whether the lock was held.
 func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, releaseScript, []string{key}, value).Int64()
-	})
+	keys := []string{key}
+	ch := fanoutCmd(c, func(*node) *call {
+		return &call{script: releaseScript, keys: keys, args: []any{value}}
+	}, parseInt, nil)
 	var r ReleaseResult
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -361,9 +406,10 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, extendScript, []string{key}, value, ms, string(mode)).Int64()
-	})
+	keys := []string{key}
+	ch := fanoutCmd(c, func(*node) *call {
+		return &call{script: extendScript, keys: keys, args: []any{value, ms, string(mode)}}
+	}, parseInt, nil)
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
 		x := got[len(got)-1]

@@ -14,9 +14,10 @@ import (
 
 // node is one master: its client and what the restart guard knows of it.
 type node struct {
-	addr string
-	rdb  *redis.Client
-	opts *options
+	addr  string
+	rdb   *redis.Client
+	batch *batcher
+	opts  *options
 
 	mu         sync.Mutex
 	runID      string
@@ -50,6 +51,7 @@ func newNode(i int, addr string, o *options) *node {
 	ro.DisableIdentity = true
 	ro.OnConnect = n.onConnect
 	n.rdb = redis.NewClient(ro)
+	n.batch = newBatcher(n, o.pipelines)
 	return n
 }
 
@@ -238,14 +240,25 @@ func (n *node) tainted(k string) bool {
 	return ok && time.Now().Before(until)
 }
 
-// do sends one command to this master. Every quorum step goes through do or
-// run, so that how commands reach a master is decided in one place.
+// do sends one command to this master, in the next batch of its
+// pipeline. Every quorum step goes through do or run.
 func (n *node) do(ctx context.Context, args ...any) *redis.Cmd {
-	return n.rdb.Do(ctx, args...)
+	return n.call(ctx, &call{args: args})
 }
 
 // run runs one of this package's scripts on this master: EVALSHA, and EVAL
 // when the master does not have the script yet.
 func (n *node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return s.Run(ctx, n.rdb, keys, args...)
+	return n.call(ctx, &call{script: s, keys: keys, args: args})
+}
+
+func (n *node) call(ctx context.Context, c *call) *redis.Cmd {
+	c.deadline = time.Now().Add(n.opts.nodeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(c.deadline) {
+		c.deadline = d
+	}
+	ch := make(chan *redis.Cmd, 1)
+	c.done = func(cmd *redis.Cmd) { ch <- cmd }
+	n.batch.send(ctx, c)
+	return <-ch
 }

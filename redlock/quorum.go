@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // reply is one master's answer to one step of a quorum operation.
@@ -75,3 +77,37 @@ func (t *tally) reachable() int { return t.n - t.failed - t.untrusted }
 func (t *tally) quorumError(nodes []error) error {
 	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: nodes}
 }
+
+// fanoutCmd is fanout without a goroutine per master: build makes each
+// master's command, and when its reply arrives, the worker that read it
+// parses it, calls after (if not nil) and delivers it. after also gets
+// errMasterDown for a master that was sent nothing. after must not block.
+func fanoutCmd[T any](c *Client, build func(n *node) *call, parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	ch := make(chan reply[T], len(c.nodes))
+	start := time.Now()
+	deadline := start.Add(c.opts.nodeTimeout)
+	for _, n := range c.nodes {
+		if n.isDown() {
+			var zero T
+			if after != nil {
+				after(n, zero, errMasterDown)
+			}
+			ch <- reply[T]{node: n, err: errMasterDown}
+			continue
+		}
+		cl := build(n)
+		cl.deadline = deadline
+		cl.done = func(cmd *redis.Cmd) {
+			v, err := parse(cmd)
+			n.record(err, time.Since(start))
+			if after != nil {
+				after(n, v, err)
+			}
+			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
+		}
+		n.batch.send(context.Background(), cl)
+	}
+	return ch
+}
+
+func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }

@@ -31,6 +31,7 @@ type options struct {
 	retryDelay  time.Duration
 	guardWindow time.Duration
 	poolSize    int
+	pipelines   int
 	downAfter   int
 	probeEvery  time.Duration
 	redisOpts   func(i int, o *redis.Options)
@@ -89,6 +90,11 @@ func WithRedisOptions(f func(i int, o *redis.Options)) Option {
 	return func(o *options) { o.redisOpts = f }
 }
 
+// WithPipelines sets how many pipelines per master carry the commands of
+// concurrent operations, each sending whatever has queued while it waited
+// for its previous round trip. Default 2; at most the pool size.
+func WithPipelines(n int) Option { return func(o *options) { o.pipelines = n } }
+
 // WithLogf sets a function that receives notable events (master restarts).
 func WithLogf(f func(format string, args ...any)) Option { return func(o *options) { o.logf = f } }
 
@@ -97,7 +103,7 @@ func WithLogf(f func(format string, args ...any)) Option { return func(o *option
 func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
-		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64,
+		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64, pipelines: 2,
 		downAfter: 3, probeEvery: 200 * time.Millisecond, longestTTL: new(atomic.Int64),
 	}
 	for _, f := range opts {
@@ -157,6 +163,8 @@ func (o *options) validate(n int) error {
 		return errors.New("redlock: restart guard window must not be negative")
 	case o.poolSize <= 0:
 		return errors.New("redlock: pool size must be positive")
+	case o.pipelines <= 0 || o.pipelines > o.poolSize:
+		return fmt.Errorf("redlock: pipelines per master %d out of range [1, pool size %d]", o.pipelines, o.poolSize)
 	}
 	return nil
 }
@@ -172,6 +180,7 @@ func (c *Client) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.stopped })
 	var errs []error
 	for _, n := range c.nodes {
+		n.batch.close()
 		errs = append(errs, n.rdb.Close())
 	}
 	return errors.Join(errs...)

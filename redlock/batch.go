@@ -1,0 +1,165 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Commands bound for one master from many concurrent operations are written
+// to it together: a few workers per master each take whatever is queued (up
+// to maxBatch commands) and send it as one pipeline, so that under load a
+// master sees one read and one write for many lock operations instead of one
+// each. A command waits in the queue only while every worker of its master
+// is busy with a round trip.
+
+// maxBatch caps the commands sent in one pipeline.
+const maxBatch = 256
+
+// call is one command for one master.
+type call struct {
+	args     []any
+	script   *redis.Script // run args as this script's ARGV, by EVALSHA
+	keys     []string
+	deadline time.Time
+	done     func(*redis.Cmd) // called once, by the worker that ran it
+}
+
+// errClosed answers commands queued after Close.
+var errClosed = errors.New("redlock: client closed")
+
+// batcher runs the workers of one master.
+type batcher struct {
+	n    *node
+	reqs chan *call
+	stop chan struct{}
+
+	pipelines atomic.Int64 // pipelines sent
+	commands  atomic.Int64 // commands sent in them
+}
+
+func newBatcher(n *node, workers int) *batcher {
+	b := &batcher{n: n, reqs: make(chan *call, 4*maxBatch), stop: make(chan struct{})}
+	for i := 0; i < workers; i++ {
+		go b.work()
+	}
+	return b
+}
+
+// send queues c. It blocks only while the queue is full.
+func (b *batcher) send(ctx context.Context, c *call) {
+	select {
+	case b.reqs <- c:
+	case <-b.stop:
+		c.done(failed(c, errClosed))
+	case <-ctx.Done():
+		c.done(failed(c, ctx.Err()))
+	}
+}
+
+// sendAsync queues c without blocking: from a worker's own callback, a
+// blocking send into a full queue would wait on itself.
+func (b *batcher) sendAsync(c *call) {
+	select {
+	case b.reqs <- c:
+	default:
+		go b.send(context.Background(), c)
+	}
+}
+
+func (b *batcher) work() {
+	batch := make([]*call, 0, maxBatch)
+	for {
+		select {
+		case <-b.stop:
+			return
+		case c := <-b.reqs:
+			batch = append(batch[:0], c)
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-b.reqs:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		b.exec(batch)
+		clear(batch)
+	}
+}
+
+// exec sends one batch as a pipeline and hands every command its reply. A
+// command whose deadline passed while it waited is not sent.
+func (b *batcher) exec(batch []*call) {
+	now := time.Now()
+	live := batch[:0:0]
+	var deadline time.Time
+	for _, c := range batch {
+		if !now.Before(c.deadline) {
+			c.done(failed(c, context.DeadlineExceeded))
+			continue
+		}
+		if deadline.IsZero() || c.deadline.Before(deadline) {
+			deadline = c.deadline
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	b.pipelines.Add(1)
+	b.commands.Add(int64(len(live)))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(live))
+	_, _ = b.n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range live {
+			if c.script != nil {
+				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
+			} else {
+				cmds[i] = p.Do(ctx, c.args...)
+			}
+		}
+		return nil
+	})
+	// A master that has not seen a script yet (new, restarted or flushed)
+	// answers NOSCRIPT: send those again with the script's text.
+	var again []int
+	for i, c := range live {
+		if c.script != nil && isNoScript(cmds[i].Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_, _ = b.n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
+				c := live[i]
+				cmds[i] = c.script.Eval(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+	}
+	for i, c := range live {
+		c.done(cmds[i])
+	}
+}
+
+func (b *batcher) close() {
+	close(b.stop)
+}
+
+func failed(c *call, err error) *redis.Cmd {
+	cmd := redis.NewCmd(context.Background(), c.args...)
+	cmd.SetErr(err)
+	return cmd
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

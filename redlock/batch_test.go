@@ -1,0 +1,105 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// Concurrent operations share pipelines: fewer round trips reach each
+// master than there were commands, and every operation still gets its own
+// answer.
+func TestConcurrentOperationsShareMasterPipelines(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0), WithNodeTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			k := fmt.Sprintf("k%d", i%100) // three goroutines per key: one wins
+			l, err := c.Acquire(ctx, k, fmt.Sprint(i), time.Minute)
+			if err != nil {
+				if err != ErrHeld && err != ErrSplitVote {
+					errs <- fmt.Errorf("acquire %s: %w", k, err)
+				}
+				return
+			}
+			if r, err := c.Release(ctx, k, l.Value); err != nil || !r.Released(c.Quorum()) {
+				errs <- fmt.Errorf("release %s by its holder: %+v %v", k, r, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, nd := range c.nodes {
+		p, cmds := nd.batch.pipelines.Load(), nd.batch.commands.Load()
+		t.Logf("%s: %d commands in %d pipelines", nd.addr, cmds, p)
+		if cmds < n || p >= cmds {
+			t.Errorf("%s: %d commands in %d pipelines: not batched", nd.addr, cmds, p)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		for _, m := range ms {
+			cl := m.Client()
+			if v, _ := cl.Exists(ctx, fmt.Sprintf("k%d", i)).Result(); v != 0 {
+				t.Errorf("k%d left behind on %s", i, m.Addr)
+			}
+			cl.Close()
+		}
+	}
+}
+
+// A master that lost its scripts (SCRIPT FLUSH, or a restart) is sent the
+// script's text again, in the same operation.
+func TestScriptFlushedOnAMaster(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for round := 0; round < 2; round++ {
+		l, err := c.Acquire(ctx, "k", "v", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.Release(ctx, "k", l.Value); err != nil || !r.Released(c.Quorum()) {
+			t.Fatalf("round %d: release %+v %v", round, r, err)
+		}
+		// The script ran on every master, the late one included.
+		deadline := time.Now().Add(2 * time.Second)
+		for _, m := range ms {
+			cl := m.Client()
+			for cl.Exists(ctx, "k").Val() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: k left on %s", round, m.Addr)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cl.Close()
+		}
+		for _, m := range ms {
+			cl := m.Client()
+			if err := cl.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			cl.Close()
+		}
+	}
+}
