@@ -1,0 +1,196 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+func rwClient(t *testing.T, ms []*redistest.Server) *Client {
+	t.Helper()
+	c, err := New(redistest.Addrs(ms), WithNodeTimeout(200*time.Millisecond), WithRetry(0, 0), WithRestartGuard(0), WithMarkDown(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// seedRW makes token hold key on master m as a writer or a reader, for 10 s.
+func seedRW(t *testing.T, m *redistest.Server, key, token string, writer bool) {
+	t.Helper()
+	c := m.Client()
+	defer c.Close()
+	ctx := context.Background()
+	exp := float64(time.Now().Add(10 * time.Second).UnixMilli())
+	c.ZAdd(ctx, key, redis.Z{Score: exp, Member: token})
+	if writer {
+		c.ZAdd(ctx, key, redis.Z{Score: exp, Member: "__write__"})
+	}
+	c.PExpire(ctx, key, 10*time.Second)
+}
+
+// rwHolders counts the masters on which token is a member of key, after
+// late writes and rollbacks have had time to land.
+func rwHolders(ms []*redistest.Server, key, token string) int {
+	time.Sleep(50 * time.Millisecond)
+	n := 0
+	for _, m := range ms {
+		c := m.Client()
+		if _, err := c.ZScore(context.Background(), key, token).Result(); err == nil {
+			n++
+		}
+		c.Close()
+	}
+	return n
+}
+
+// Another holder on every subset of the masters: an exclusive acquire is
+// granted exactly when the free masters reach a quorum, and a refused one
+// leaves its token on no master. A shared acquire coexists with readers.
+func TestAcquireRWOnEverySubset(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	for _, holder := range []string{"writer", "reader"} {
+		for _, shared := range []bool{false, true} {
+			for mask := 0; mask < 8; mask++ {
+				key := fmt.Sprintf("rw:%s:%v:%d", holder, shared, mask)
+				taken := 0
+				for i := range ms {
+					if mask&(1<<i) != 0 {
+						seedRW(t, ms[i], key, "other", holder == "writer")
+						taken++
+					}
+				}
+				free := 3 - taken
+				if holder == "reader" && shared {
+					free = 3 // readers share
+				}
+				l, err := c.AcquireRW(ctx, key, "tok", 5*time.Second, shared)
+				want := free >= c.Quorum()
+				switch {
+				case want && err != nil:
+					t.Fatalf("%s: %v, want granted", key, err)
+				case !want && !errors.Is(err, ErrNotAcquired):
+					t.Fatalf("%s: %v (lock %v), want not acquired", key, err, l)
+				case want && l.Validity <= 0:
+					t.Fatalf("%s: no validity: %+v", key, l)
+				}
+				h := rwHolders(ms, key, "tok")
+				if want && h != free {
+					t.Fatalf("%s: token on %d masters, want %d", key, h, free)
+				}
+				if !want && h != 0 {
+					t.Fatalf("%s: refused, but token left on %d masters", key, h)
+				}
+				if got := rwHolders(ms, key, "other"); got != taken {
+					t.Fatalf("%s: the other holder is on %d masters, want %d", key, got, taken)
+				}
+			}
+		}
+	}
+}
+
+// A token on a minority does not hold the lock: extend and held say no,
+// and release removes the minority copy all the same.
+func TestRWMinorityIsNotHeld(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	seedRW(t, ms[0], "rw:min", "tok", true)
+	if _, ok, err := c.ExtendRW(ctx, "rw:min", "tok", 30*time.Second); ok || err != nil {
+		t.Fatalf("extend on a minority: %v %v, want false", ok, err)
+	}
+	if held, err := c.HeldRW(ctx, "rw:min", "tok"); held || err != nil {
+		t.Fatalf("held on a minority: %v %v, want false", held, err)
+	}
+	r, err := c.ReleaseRW(ctx, "rw:min", "tok")
+	if err != nil || r.Released(c.Quorum()) {
+		t.Fatalf("release on a minority: %+v %v, want not released", r, err)
+	}
+	if h := rwHolders(ms, "rw:min", "tok"); h != 0 {
+		t.Fatalf("minority copy left on %d masters", h)
+	}
+}
+
+// The full cycle on the quorum: acquire, held, extend, release.
+func TestRWCycle(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	if _, err := c.AcquireRW(ctx, "rw:c", "tok", 2*time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := c.HeldRW(ctx, "rw:c", "tok"); !held || err != nil {
+		t.Fatalf("held: %v %v", held, err)
+	}
+	if _, ok, err := c.ExtendRW(ctx, "rw:c", "tok", 30*time.Second); !ok || err != nil {
+		t.Fatalf("extend: %v %v", ok, err)
+	}
+	for _, m := range ms {
+		mc := m.Client()
+		p, _ := mc.PTTL(ctx, "rw:c").Result()
+		mc.Close()
+		if p < 25*time.Second {
+			t.Fatalf("PTTL %v on %s after extend to 30 s", p, m)
+		}
+	}
+	if _, ok, _ := c.ExtendRW(ctx, "rw:c", "other", 30*time.Second); ok {
+		t.Fatal("extend by another token succeeded")
+	}
+	r, err := c.ReleaseRW(ctx, "rw:c", "tok")
+	if err != nil || !r.Released(c.Quorum()) {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, m := range ms {
+		mc := m.Client()
+		n, _ := mc.Exists(ctx, "rw:c").Result()
+		mc.Close()
+		if n != 0 {
+			t.Fatalf("key left on %s after release", m)
+		}
+	}
+}
+
+// With fewer than a quorum of masters reachable an acquire is an error, not
+// a refusal, and it leaves nothing behind.
+func TestAcquireRWNoQuorum(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	ms[1].Kill()
+	ms[2].Kill()
+	_, err := c.AcquireRW(ctx, "rw:nq", "tok", 5*time.Second, false)
+	var qe *QuorumError
+	if !errors.As(err, &qe) || !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("got %v, want a QuorumError", err)
+	}
+	if h := rwHolders(ms[:1], "rw:nq", "tok"); h != 0 {
+		t.Fatalf("token left on the reachable master after a refused acquire")
+	}
+	if _, err := c.HeldRW(ctx, "rw:nq", "tok"); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("held: %v, want no quorum", err)
+	}
+}
+
+// A plain string lock on the key refuses the read/write lock, as the
+// library's own script does.
+func TestAcquireRWOnStringKey(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, "rw:s", "v", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AcquireRW(ctx, "rw:s", "tok", 5*time.Second, false); !errors.Is(err, ErrHeld) {
+		t.Fatalf("got %v, want held elsewhere", err)
+	}
+}
