@@ -154,6 +154,8 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 	q := s.rl.Quorum()
 	start := time.Now()
 	switch spec.kind {
+	case opRWAcquire, opRWExtend, opRWRelease, opRWHeld:
+		s.runRWScript(ctx, c, spec, key, token, argv)
 	case opRelease:
 		r, err := s.rl.Release(ctx, key, token)
 		s.m.done(opReleaseLbl, r.Released(q), err, time.Since(start))
@@ -238,7 +240,7 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 	v, ok := arg(argv, spec.ttlArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.ttlUnit)
-	if !ok || err != nil || n > limit || n < -limit || (spec.kind == opAcquire && n <= 0) {
+	if !ok || err != nil || n > limit || n < -limit || ((spec.kind == opAcquire || spec.kind == opRWAcquire) && n <= 0) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}
