@@ -62,9 +62,12 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
-	case (spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi)) && src == "":
+	case spec != nil && lock > 0 && len(keys) > 1 && !spec.multi:
+		// On the backend it would act on one master's copy of the lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
+	case (spec == nil || lock == 0) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi):
+	case spec == nil || lock == 0:
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
 	case lock < len(keys):
