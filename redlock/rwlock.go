@@ -20,10 +20,11 @@ import (
 // rwAcquireScript takes KEYS[1] for token ARGV[1] for ARGV[2] ms, exclusively
 // when ARGV[3] is "w", shared when "r". Answers 1 taken, 2 taken by a token
 // that already held it (renewed, promoted or demoted), 0 refused, -1 the key
-// is a plain string.
+// holds another type (the library refuses a plain string lock).
 var rwAcquireScript = redis.NewScript(`
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-if redis.call('TYPE', key).ok == 'string' then return -1 end
+local ty = redis.call('TYPE', key).ok
+if ty ~= 'none' and ty ~= 'zset' then return -1 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
