@@ -19,8 +19,9 @@ import (
 
 // rwAcquireScript takes KEYS[1] for token ARGV[1] for ARGV[2] ms, exclusively
 // when ARGV[3] is "w", shared when "r". Answers 1 taken, 2 taken by a token
-// that already held it (renewed, promoted or demoted), 0 refused, -1 the key
-// holds another type (the library refuses a plain string lock).
+// that already held it (renewed or demoted), 3 a reader promoted to writer,
+// 0 refused, -1 the key holds another type (the library refuses a plain
+// string lock).
 var rwAcquireScript = redis.NewScript(`
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local ty = redis.call('TYPE', key).ok
@@ -29,9 +30,13 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 local mine = redis.call('ZSCORE', key, token)
+local promoted = false
 if ARGV[3] == 'w' then
   if mine then
-    if not redis.call('ZSCORE', key, '__write__') and redis.call('ZCARD', key) > 1 then return 0 end
+    if not redis.call('ZSCORE', key, '__write__') then
+      if redis.call('ZCARD', key) > 1 then return 0 end
+      promoted = true
+    end
   elseif redis.call('ZCARD', key) > 0 then return 0 end
   redis.call('ZADD', key, now + ttl, token)
   redis.call('ZADD', key, now + ttl, '__write__')
@@ -41,7 +46,14 @@ else
   redis.call('ZREM', key, '__write__')
 end
 redis.call('PEXPIREAT', key, redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+if promoted then return 3 end
 if mine then return 2 end
+return 1`)
+
+// rwDemoteScript undoes a promotion: token ARGV[1], the writer of KEYS[1],
+// becomes a reader again.
+var rwDemoteScript = redis.NewScript(`
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('ZREM', KEYS[1], '__write__') end
 return 1`)
 
 // rwExtendScript sets the expiry of token ARGV[1] in KEYS[1] (and of the
@@ -119,7 +131,13 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		go func() {
 			<-decided
 			// Take back what this call added, also where it timed out (it
-			// may still land). A token that held the key before keeps it.
+			// may still land). A token that held the key before keeps it,
+			// as a reader again if this call promoted it.
+			if rollback && v == 3 {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
+				_ = n.run(rctx, rwDemoteScript, keys, token).Err()
+				cancel()
+			}
 			if rollback && (err != nil || v == 1) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
 				tk := taintKey(keys, token)

@@ -265,3 +265,25 @@ func TestAcquireRWRetryAfterDelayedRollback(t *testing.T) {
 		})
 	}
 }
+
+// A reader whose promotion to writer is refused by the quorum stays a
+// reader on every master, also where the promotion was taken.
+func TestRefusedPromotionIsUndone(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := rwClient(t, ms)
+	ctx := context.Background()
+	if _, err := c.AcquireRW(ctx, "rw:p", "tok", 5*time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	seedRW(t, ms[0], "rw:p", "other", false)
+	seedRW(t, ms[1], "rw:p", "other", false)
+	if _, err := c.AcquireRW(ctx, "rw:p", "tok", 5*time.Second, false); !errors.Is(err, ErrHeld) {
+		t.Fatalf("promotion: %v, want held elsewhere", err)
+	}
+	if n := rwHolders(ms, "rw:p", "__write__", 0); n != 0 {
+		t.Fatalf("write marker left on %d masters after a refused promotion", n)
+	}
+	if n := rwHolders(ms, "rw:p", "tok", 3); n != 3 {
+		t.Fatalf("the reader is left on %d masters, want 3", n)
+	}
+}
