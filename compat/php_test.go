@@ -34,6 +34,18 @@ func TestPHPSymfonyLock(t *testing.T) {
 	run(t, s, "php", "/usr/bin/php", "symfony_lock_test.php")
 }
 
+// TestPHPSymfonyLockNoQuorum: with two of three masters down, Symfony's
+// operations fail with an exception rather than a refusal, and nothing is
+// left behind.
+func TestPHPSymfonyLockNoQuorum(t *testing.T) {
+	need(t, "/usr/bin/php")
+	need(t, "/usr/share/php/Symfony/Component/Lock/autoload.php")
+	s := startStack(t)
+	s.masters[1].Kill()
+	s.masters[2].Kill()
+	run(t, s, "php", "/usr/bin/php", "symfony_lock_test.php", "noquorum")
+}
+
 // symfonyScripts returns the scripts the installed Symfony Lock sends, by
 // operation ("save", "save.argv", …).
 func symfonyScripts(t *testing.T) map[string]string {

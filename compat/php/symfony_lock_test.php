@@ -11,7 +11,9 @@ declare(strict_types=1);
 
 require_once '/usr/share/php/Symfony/Component/Lock/autoload.php';
 
+use Symfony\Component\Lock\Exception\LockAcquiringException;
 use Symfony\Component\Lock\Exception\LockConflictedException;
+use Symfony\Component\Lock\Exception\LockStorageException;
 use Symfony\Component\Lock\Key;
 use Symfony\Component\Lock\Lock;
 use Symfony\Component\Lock\LockFactory;
@@ -58,15 +60,19 @@ if (!$proxy || !$mastersEnv) {
 }
 [$proxyHost, $proxyPort] = hostPort($proxy);
 
-// Plain connections to each master, only to look at what they hold.
+// Plain connections to each master, only to look at what they hold (the
+// first only, with "noquorum").
 $masters = [];
-foreach (explode(',', $mastersEnv) as $addr) {
+foreach (explode(',', $mastersEnv) as $i => $addr) {
+    if ($i > 0 && ($argv[1] ?? '') === 'noquorum') {
+        break;
+    }
     [$h, $p] = hostPort(trim($addr));
     $r = new \Redis();
     $r->connect($h, $p, 2.0);
     $masters[] = $r;
 }
-$quorum = intdiv(count($masters), 2) + 1;
+$quorum = intdiv(count(explode(',', $mastersEnv)), 2) + 1;
 
 $redis = new \Redis();
 $redis->connect($proxyHost, $proxyPort, 5.0);
@@ -159,6 +165,38 @@ function writeMarked(string $name): int
         }
     }
     return $n;
+}
+
+// With "noquorum" as argument, two of the three masters are down: every
+// operation fails loudly and nothing is left on the master that is up.
+if (($argv[1] ?? '') === 'noquorum') {
+    $name = "$run:noquorum";
+    $lock = $factory->createLock($name, 10);
+    try {
+        $lock->acquire();
+        fail('acquire() with two masters down', 'no exception');
+    } catch (LockAcquiringException $e) {
+        $prev = $e->getPrevious();
+        check($prev instanceof LockStorageException && str_starts_with($prev->getMessage(), 'NOQUORUM'),
+            'acquire() with two masters down throws LockAcquiringException from a NOQUORUM reply',
+            $prev ? get_class($prev) . ': ' . $prev->getMessage() : 'no previous exception');
+    }
+    check($masters[0]->exists($name) === 0, 'nothing left on the master that is up');
+    try {
+        $lock->acquireRead();
+        fail('acquireRead() with two masters down', 'no exception');
+    } catch (LockAcquiringException $e) {
+        ok('acquireRead() with two masters down throws LockAcquiringException');
+    }
+    $threw = false;
+    try {
+        $lock->isAcquired();
+    } catch (LockStorageException $e) {
+        $threw = str_starts_with($e->getMessage(), 'NOQUORUM');
+    }
+    check($threw, 'isAcquired() with two masters down throws LockStorageException (NOQUORUM)');
+    echo "PASS $checks checks\n";
+    exit(0);
 }
 
 echo 'symfony/lock RedisStore with phpredis ' . phpversion('redis') . ', PHP ' . PHP_VERSION . ", proxy $proxy, " . count($masters) . " masters\n";
