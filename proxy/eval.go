@@ -62,9 +62,12 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
-	case (spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi)) && src == "":
+	case spec != nil && lock > 0 && len(keys) > 1 && !spec.multi:
+		// On the backend it would act on one master's copy of the lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
+	case (spec == nil || lock == 0) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil || lock == 0 || (len(keys) > 1 && !spec.multi):
+	case spec == nil || lock == 0:
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
 	case lock < len(keys):
@@ -154,6 +157,8 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 	q := s.rl.Quorum()
 	start := time.Now()
 	switch spec.kind {
+	case opRWAcquire, opRWExtend, opRWRelease, opRWHeld:
+		s.runRWScript(ctx, c, spec, key, token, argv)
 	case opRelease:
 		r, err := s.rl.Release(ctx, key, token)
 		s.m.done(opReleaseLbl, r.Released(q), err, time.Since(start))
@@ -238,7 +243,7 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 	v, ok := arg(argv, spec.ttlArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.ttlUnit)
-	if !ok || err != nil || n > limit || n < -limit || (spec.kind == opAcquire && n <= 0) {
+	if !ok || err != nil || n > limit || n < -limit || ((spec.kind == opAcquire || spec.kind == opRWAcquire) && n <= 0) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}

@@ -16,6 +16,11 @@ const (
 	opExtend                     // renew the key's TTL where it holds the token
 	opAcquire                    // take the key if absent (SET NX)
 	opOwnerTTL                   // the key's PTTL if it holds the token
+	// Read/write locks in Symfony Lock's sorted-set format (RedisStore ≥ 5.2).
+	opRWAcquire // take the key for the token, exclusively or shared
+	opRWExtend  // renew the token's hold
+	opRWRelease // remove the token
+	opRWHeld    // whether the token holds the key
 )
 
 // Raw replies used by the script table.
@@ -41,6 +46,7 @@ type scriptSpec struct {
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
 	multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
+	shared   bool                     // read/write acquire: a shared (read) lock
 	// acquire: a held key whose quorum value the caller may take over
 	reclaim  func(argv [][]byte, held string) bool
 	ok       string // the operation took effect on a quorum
@@ -110,7 +116,30 @@ var knownScripts = map[string]*scriptSpec{
 	"0346cd486b0a21da6d24adcd2e2905865b5df13d": {name: "bsm/redislock pttl", kind: opOwnerTTL, notOwned: ":-3\r\n", absent: ":-3\r\n"},
 	// pottery acquired: the TTL if owned and positive, else 0.
 	"92f8764d904ca76b901c158faf6af0f73d334991": {name: "pottery acquired", kind: opOwnerTTL, positive: true, notOwned: rZero, absent: rZero},
+
+	// Symfony Lock RedisStore 5.2 and later: save, saveRead,
+	// putOffExpiration, delete and exists, each answering true (1) or false
+	// (nil). ARGV[1] is the client's clock, used only by the second spelling
+	// of each (for servers without TIME in scripts); the masters' own clocks
+	// are used either way. ARGV[2] is the token, ARGV[3] the TTL in ms;
+	// delete takes the token in ARGV[1].
+	"5636a2a41323829f84c41e69ddcf2de7d7432b11": symfonySave,
+	"73d182f8abc521a91383df48dbf6e9dac99da9b0": symfonySave,
+	"f7d725f6ae106cab687e309ef04801ba17f0d6e4": symfonySaveRead,
+	"a5c0beea97d22dc08ccabb88e8c3340f3e38d8be": symfonySaveRead,
+	"25f9def9e2d06f4ad37130d4e10bfca1bc6f9b51": symfonyPutOff,
+	"87537dcf221e968c1355721883d95274fa80dbe0": symfonyPutOff,
+	"9d9428c355c9b0b9f7715b2aff124bec14160056": {name: "Symfony delete", kind: opRWRelease, tokenArg: 0, ok: rOne, notOwned: rNil, absent: rNil},
+	"0c77bafc6b9e48ba001199b3012319d11cebfb0a": symfonyExists,
+	"86a7d5a034ce28460ceeb2cc0d07b713d9863558": symfonyExists,
 }
+
+var (
+	symfonySave     = &scriptSpec{name: "Symfony save", kind: opRWAcquire, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rNil, absent: rNil}
+	symfonySaveRead = &scriptSpec{name: "Symfony saveRead", kind: opRWAcquire, shared: true, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rNil, absent: rNil}
+	symfonyPutOff   = &scriptSpec{name: "Symfony putOffExpiration", kind: opRWExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rNil, absent: rNil}
+	symfonyExists   = &scriptSpec{name: "Symfony exists", kind: opRWHeld, tokenArg: 1, ok: rOne, notOwned: rNil, absent: rNil}
+)
 
 func lookupScript(src string) *scriptSpec { return knownScripts[scriptDigest(src)] }
 
@@ -163,6 +192,16 @@ var wireSHAs = map[string]string{
 	"879e0f7b8d83c3266d4e996627438c05dbda0b89": "5f194d0f0fe0cffeffeffe4f82addee2324a1e7d", // spring_int_ge6
 	"ae948f48c8da9feb2e215c474a412c605d33ff30": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // symfony_le5
 	"64fb5624bc429fd3a7351146e3f479a4c8bb251e": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // yii2
+	// Symfony Lock 5.2 and later (the same text that 7.2 and later send by EVALSHA).
+	"6fdee501a3714553b74c0d67687b921b90b05d18": "5636a2a41323829f84c41e69ddcf2de7d7432b11", // symfony save
+	"abdbb1413a25737fc4cfb9cf79ace1a22dad6ab3": "73d182f8abc521a91383df48dbf6e9dac99da9b0", // symfony save, ARGV clock
+	"b5745b5be27d9033eb5d3eb254df2faf502b88df": "f7d725f6ae106cab687e309ef04801ba17f0d6e4", // symfony saveRead
+	"dee54f77398d3c6d122b4111f3af8ccf1a93ac93": "a5c0beea97d22dc08ccabb88e8c3340f3e38d8be", // symfony saveRead, ARGV clock
+	"63be12a3515941092212f15c08327d60916de9fa": "25f9def9e2d06f4ad37130d4e10bfca1bc6f9b51", // symfony putOffExpiration
+	"fe7bee082a8220c6b621ace999a1ab57c4ab5145": "87537dcf221e968c1355721883d95274fa80dbe0", // symfony putOffExpiration, ARGV clock
+	"a70f7f5087a0cb2c2c9ca50d1f64e234c2628f0c": "9d9428c355c9b0b9f7715b2aff124bec14160056", // symfony delete
+	"3b6bdbbe16f821f49177b16c7707f331f015a779": "0c77bafc6b9e48ba001199b3012319d11cebfb0a", // symfony exists
+	"e27f94ac94f5d96f23f2e8697462233b6349a566": "86a7d5a034ce28460ceeb2cc0d07b713d9863558", // symfony exists, ARGV clock
 }
 
 // specBySHA returns the operation of a library script known by its true SHA1.

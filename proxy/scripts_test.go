@@ -143,6 +143,23 @@ func TestUnrecognisedScriptPassesThrough(t *testing.T) {
 	mustEqual(t, "numkeys too big", err.Error(), "ERR Number of keys can't be greater than number of args")
 }
 
+// A one-key lock script sent with more keys (python-redis-lock adds its
+// signal list) is refused: on the backend it would act on one master only.
+func TestOneKeyLockScriptWithMoreKeysIsRefused(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	e.do("SET", key, "tok", "NX", "PX", 10000)
+	_, err := e.do("EVAL", unlockSpellings[0], 2, key, e.key("signal"), "tok")
+	if err == nil || !strings.Contains(err.Error(), "takes one key") {
+		t.Fatalf("got %v, want a refusal", err)
+	}
+	_, err = e.do("EVALSHA", mustLoad(t, e, extendScript), 2, key, e.key("signal"), "tok", 30000)
+	if err == nil || !strings.Contains(err.Error(), "takes one key") {
+		t.Fatalf("EVALSHA: got %v, want a refusal", err)
+	}
+	mustEqual(t, "lock intact on every master", count(e.onMasters(key), "tok"), 3)
+}
+
 func mustLoad(t *testing.T, e *env, src string) string {
 	t.Helper()
 	sha, err := e.do("SCRIPT", "LOAD", src)

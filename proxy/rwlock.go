@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// runRWScript runs a read/write lock script (Symfony Lock's sorted-set
+// format) as a quorum operation and answers as the library's script would
+// on a single Redis holding the quorum's state: spec.ok when it took
+// effect on a quorum, else spec.notOwned.
+func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
+	start := time.Now()
+	var ok bool
+	var err error
+	switch spec.kind {
+	case opRWAcquire:
+		ttl, valid := ttlArg(c, spec, argv)
+		if !valid {
+			return
+		}
+		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.shared)
+		s.m.acquire(err, time.Since(start))
+		ok = err == nil
+		if errors.Is(err, redlock.ErrNotAcquired) {
+			err = nil
+		}
+	case opRWExtend:
+		ttl, valid := ttlArg(c, spec, argv)
+		if !valid {
+			return
+		}
+		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
+		s.m.done(opExtendLbl, ok, err, time.Since(start))
+	case opRWRelease:
+		var r redlock.ReleaseResult
+		r, err = s.rl.ReleaseRW(ctx, key, token)
+		ok = r.Released(s.rl.Quorum())
+		s.m.done(opReleaseLbl, ok, err, time.Since(start))
+	case opRWHeld:
+		ok, err = s.rl.HeldRW(ctx, key, token)
+	}
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case ok:
+		c.WriteRaw([]byte(spec.ok))
+	default:
+		c.WriteRaw([]byte(spec.notOwned))
+	}
+}

@@ -1,0 +1,321 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Read/write locks in the sorted-set format of Symfony Lock's RedisStore
+// (5.2 and later): the key is a sorted set whose members are the holders'
+// tokens, each scored by its expiry in ms on the master's clock, plus a
+// "__write__" member while the one holder is a writer; the key itself
+// expires with its latest member. Each master decides as the library's own
+// script would; the quorum decides as for any other lock, and a lock that is
+// not granted is taken back from every master that took it.
+
+// rwAcquireScript takes KEYS[1] for token ARGV[1] for ARGV[2] ms, exclusively
+// when ARGV[3] is "w", shared when "r". Answers 1 taken, 2 taken by a token
+// that already held it (renewed or demoted), 3 a reader promoted to writer,
+// 0 refused, -1 the key holds another type (the library refuses a plain
+// string lock).
+var rwAcquireScript = redis.NewScript(`
+local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local ty = redis.call('TYPE', key).ok
+if ty ~= 'none' and ty ~= 'zset' then return -1 end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+local mine = redis.call('ZSCORE', key, token)
+local promoted = false
+if ARGV[3] == 'w' then
+  if mine then
+    if not redis.call('ZSCORE', key, '__write__') then
+      if redis.call('ZCARD', key) > 1 then return 0 end
+      promoted = true
+    end
+  elseif redis.call('ZCARD', key) > 0 then return 0 end
+  redis.call('ZADD', key, now + ttl, token)
+  redis.call('ZADD', key, now + ttl, '__write__')
+else
+  if not mine and redis.call('ZSCORE', key, '__write__') then return 0 end
+  redis.call('ZADD', key, now + ttl, token)
+  redis.call('ZREM', key, '__write__')
+end
+redis.call('PEXPIREAT', key, redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+if promoted then return 3 end
+if mine then return 2 end
+return 1`)
+
+// rwDemoteScript undoes a promotion: token ARGV[1], the writer of KEYS[1],
+// becomes a reader again.
+var rwDemoteScript = redis.NewScript(`
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('ZREM', KEYS[1], '__write__') end
+return 1`)
+
+// rwExtendScript sets the expiry of token ARGV[1] in KEYS[1] (and of the
+// write marker, if any) to ARGV[2] ms from now. Answers 1 renewed, 0 not
+// held by the token, -1 absent.
+var rwExtendScript = redis.NewScript(`
+local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local ty = redis.call('TYPE', key).ok
+if ty == 'none' then return -1 end
+if ty ~= 'zset' or not redis.call('ZSCORE', key, token) then return 0 end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', key, now + ttl, token)
+if redis.call('ZSCORE', key, '__write__') then redis.call('ZADD', key, now + ttl, '__write__') end
+redis.call('PEXPIREAT', key, redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
+return 1`)
+
+// rwReleaseScript removes token ARGV[1] from KEYS[1], and the write marker
+// with it. Answers 1 removed, 0 not held by the token, -1 absent.
+var rwReleaseScript = redis.NewScript(`
+local key, token = KEYS[1], ARGV[1]
+local ty = redis.call('TYPE', key).ok
+if ty == 'none' then return -1 end
+if ty ~= 'zset' or not redis.call('ZSCORE', key, token) then return 0 end
+redis.call('ZREM', key, token)
+redis.call('ZREM', key, '__write__')
+local m = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2]
+if m then redis.call('PEXPIREAT', key, m) end
+return 1`)
+
+// rwHeldScript answers 1 when token ARGV[1] holds KEYS[1] unexpired, else 0.
+var rwHeldScript = redis.NewScript(`
+local key, token = KEYS[1], ARGV[1]
+local ty = redis.call('TYPE', key).ok
+if ty ~= 'zset' then return 0 end
+local t = redis.call('TIME')
+redis.call('ZREMRANGEBYSCORE', key, '-inf', t[1] * 1000 + math.floor(t[2] / 1000))
+if redis.call('ZSCORE', key, token) then return 1 end
+return 0`)
+
+// AcquireRW takes the read/write lock key for token with the given ttl
+// (positive), exclusively (a writer: no other holder) or shared (a reader:
+// no writer), on a quorum of masters. Errors are those of Acquire.
+func (c *Client) AcquireRW(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*Lock, error) {
+	if ttl <= 0 {
+		return nil, errors.New("redlock: a read/write lock needs a positive TTL")
+	}
+	for attempt := 0; ; attempt++ {
+		l, err := c.acquireRWOnce(ctx, key, token, ttl, shared)
+		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
+			return l, err
+		}
+		if err := sleep(ctx, c.retryDelay()); err != nil {
+			return nil, errors.Join(err, ErrNotAcquired)
+		}
+	}
+}
+
+func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*Lock, error) {
+	if ok := c.votersAvailable(); ok < c.quorum {
+		return nil, &QuorumError{Reachable: ok, Needed: c.quorum}
+	}
+	c.WaitWrites(ctx, key)
+	keys, mode := []string{key}, "w"
+	if shared {
+		mode = "r"
+	}
+	c.flights.begin(keys, len(c.nodes))
+	decided := make(chan struct{})
+	var rollback bool // written before decided is closed
+	rolledBack := make(chan *node, len(c.nodes))
+	start := time.Now()
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		v, err := n.run(nctx, rwAcquireScript, keys, token, ttl.Milliseconds(), mode).Int64()
+		go func() {
+			<-decided
+			// Take back what this call added, also where it timed out (it
+			// may still land). A token that held the key before keeps it,
+			// as a reader again if this call promoted it.
+			if rollback && v == 3 {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
+				_ = n.run(rctx, rwDemoteScript, keys, token).Err()
+				cancel()
+			}
+			if rollback && (err != nil || v == 1) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
+				tk := taintKey(keys, token)
+				if !c.opts.noTaint {
+					n.taint(tk, c.taintFor(ttl))
+				}
+				if n.run(rctx, rwReleaseScript, keys, token).Err() == nil {
+					n.untaint(tk)
+				}
+				cancel()
+			}
+			c.flights.end(keys)
+			rolledBack <- n
+		}()
+		return v, err
+	})
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	refused := 0
+	var errs []error
+	got := collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		r := got[len(got)-1]
+		t.answered++
+		switch {
+		case r.err != nil:
+			t.failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case r.val <= 0:
+			refused++
+		case !r.trusted || (!c.opts.noTaint && r.node.tainted(taintKey(keys, token))):
+			t.untrusted++
+		default:
+			t.yes++
+		}
+		return t.yes >= t.quorum || !t.canStillWin()
+	})
+	elapsed := time.Since(start)
+	var l *Lock
+	var err error
+	switch {
+	case t.yes >= t.quorum && validity(ttl, elapsed, c.opts.drift) > 0:
+		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: validity(ttl, elapsed, c.opts.drift), Votes: t.yes}
+		c.noteTTL(ttl)
+	case t.yes >= t.quorum:
+		err = ErrValiditySpent
+	case refused >= c.quorum:
+		err = ErrHeld
+	case t.reachable() < t.quorum:
+		err = t.quorumError(errs)
+	default:
+		err = ErrSplitVote
+	}
+	rollback = err != nil
+	close(decided)
+	skipped := 0
+	for _, r := range got {
+		if r.err == errMasterDown {
+			skipped++
+		}
+	}
+	go func(unread int) {
+		for i := 0; i < unread; i++ {
+			if r := <-ch; r.err == errMasterDown {
+				c.flights.end(keys)
+			}
+		}
+	}(len(c.nodes) - len(got))
+	for i := 0; i < skipped; i++ {
+		c.flights.end(keys)
+	}
+	if rollback {
+		for _, r := range got {
+			if r.err == nil {
+				<-rolledBack
+			}
+		}
+	}
+	return l, err
+}
+
+// ExtendRW sets the expiry of token's hold on the read/write lock key to ttl
+// from now on every master where it holds it. ok reports that a quorum of
+// trusted masters renewed it and validity is left.
+func (c *Client) ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
+	c.WaitWrites(ctx, key)
+	start := time.Now()
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, rwExtendScript, []string{key}, token, ms).Int64()
+	})
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			r.Failed++
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1 && x.trusted:
+			r.Extended++
+		case x.val == 1:
+		case x.val == 0:
+			r.Other++
+		default:
+			r.Absent++
+		}
+		pending := len(c.nodes) - len(got)
+		return r.Extended >= c.quorum || r.Extended+pending < c.quorum
+	})
+	if r.Extended >= c.quorum {
+		if ttl <= 0 {
+			return r, true, nil // the hold was ended: no validity to check
+		}
+		r.Validity = validity(ttl, time.Since(start), c.opts.drift)
+		return r, r.Validity > 0, nil
+	}
+	if len(c.nodes)-r.Failed < c.quorum {
+		return r, false, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
+	}
+	return r, false, nil
+}
+
+// ReleaseRW removes token from the read/write lock key on every master. It
+// returns as soon as the answer is decided; the other masters still get the
+// removal. Released(quorum) on the result says whether the token held it.
+func (c *Client) ReleaseRW(ctx context.Context, key, token string) (ReleaseResult, error) {
+	c.WaitWrites(ctx, key)
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, rwReleaseScript, []string{key}, token).Int64()
+	})
+	var r ReleaseResult
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			r.Failed++
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1:
+			r.Deleted++
+		case x.val == 0:
+			r.Other++
+		default:
+			r.Absent++
+		}
+		pending := len(c.nodes) - len(got)
+		return r.Deleted >= c.quorum || r.Deleted+pending < c.quorum
+	})
+	if r.Deleted < c.quorum && r.Deleted+r.Other+r.Absent < c.quorum {
+		return r, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
+	}
+	return r, nil
+}
+
+// HeldRW reports whether token holds the read/write lock key, unexpired, on
+// a quorum of masters.
+func (c *Client) HeldRW(ctx context.Context, key, token string) (bool, error) {
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, rwHeldScript, []string{key}, token).Int64()
+	})
+	held, failed := 0, 0
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			failed++
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1:
+			held++
+		}
+		pending := len(c.nodes) - len(got)
+		// "Not held" needs a quorum of answers, as a read does.
+		return held >= c.quorum || held+pending < c.quorum && len(got)-failed >= c.quorum
+	})
+	if held >= c.quorum {
+		return true, nil
+	}
+	if len(c.nodes)-failed < c.quorum {
+		return false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return false, nil
+}
