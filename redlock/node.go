@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,9 @@ type node struct {
 	taints     map[string]time.Time // key+token → until when this master's votes for it don't count
 	lastErr    string
 	latency    time.Duration
+	clock      clockSample  // the last TIME reading
+	clockJumps int          // clock jumps noticed
+	clockSkew  atomic.Int64 // tests only: added to the master's TIME, in ns
 }
 
 func newNode(i int, addr string, o *options) *node {
@@ -207,7 +211,7 @@ func (n *node) status() MasterStatus {
 	}
 	return MasterStatus{
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
-		Restarts: n.restarts, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
+		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
 	}
 }
 

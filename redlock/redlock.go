@@ -34,6 +34,8 @@ type options struct {
 	pipelines   int
 	downAfter   int
 	probeEvery  time.Duration
+	clockEvery  time.Duration
+	clockJump   time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
 	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
@@ -104,7 +106,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
 		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64, pipelines: 2,
-		downAfter: 3, probeEvery: 200 * time.Millisecond, longestTTL: new(atomic.Int64),
+		downAfter: 3, probeEvery: 200 * time.Millisecond, clockEvery: time.Second, clockJump: time.Second, longestTTL: new(atomic.Int64),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -123,21 +125,31 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 // prober probes down masters until Close.
 func (c *Client) prober() {
 	defer close(c.stopped)
-	if c.opts.downAfter <= 0 || c.opts.probeEvery <= 0 {
-		<-c.stop
-		return
+	never := make(<-chan time.Time)
+	probe, clock := never, never
+	if c.opts.downAfter > 0 && c.opts.probeEvery > 0 {
+		t := time.NewTicker(c.opts.probeEvery)
+		defer t.Stop()
+		probe = t.C
 	}
-	t := time.NewTicker(c.opts.probeEvery)
-	defer t.Stop()
+	if c.opts.clockEvery > 0 && c.opts.guardWindow > 0 {
+		t := time.NewTicker(c.opts.clockEvery)
+		defer t.Stop()
+		clock = t.C
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-t.C:
+		case <-probe:
 			for _, n := range c.nodes {
 				n.probe(ctx)
+			}
+		case <-clock:
+			for _, n := range c.nodes {
+				go n.checkClock(ctx)
 			}
 		}
 	}
@@ -161,6 +173,8 @@ func (o *options) validate(n int) error {
 		return errors.New("redlock: retry count and delay must not be negative")
 	case o.guardWindow < 0:
 		return errors.New("redlock: restart guard window must not be negative")
+	case o.clockEvery < 0 || o.clockJump < 0:
+		return errors.New("redlock: clock check interval and jump must not be negative")
 	case o.poolSize <= 0:
 		return errors.New("redlock: pool size must be positive")
 	case o.pipelines <= 0 || o.pipelines > o.poolSize:
@@ -195,6 +209,7 @@ type MasterStatus struct {
 	Guarded     bool          // its votes are withheld by the restart guard
 	GuardLeft   time.Duration // how long the guard still holds
 	Restarts    int           // restarts noticed since the client started
+	ClockJumps  int           // clock jumps noticed since the client started
 	Durable     bool          // AOF with appendfsync always: restarts lose no locks
 	LastError   string
 	LastLatency time.Duration
