@@ -44,6 +44,7 @@ type Server struct {
 	maxClients  atomic.Int64
 	passthrough atomic.Int64 // passthrough timeout, ns
 	m           *metrics
+	status      *statusPage
 }
 
 // New validates cfg and returns a Server that has not started listening.
