@@ -45,6 +45,7 @@ type Server struct {
 	passthrough atomic.Int64 // passthrough timeout, ns
 	m           *metrics
 	status      *statusPage
+	creds       *masterCreds // for the masters and the backend; a reload swaps them
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -53,6 +54,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	r := cfg.Redlock
+	creds := newMasterCreds(r)
 	guard := r.GuardWindow.Duration
 	if !r.RestartGuard {
 		guard = 0
@@ -61,8 +63,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		redlock.WithQuorum(r.Quorum), redlock.WithDriftFactor(r.DriftFactor),
 		redlock.WithNodeTimeout(r.NodeTimeout.Duration), redlock.WithRetry(r.RetryCount, r.RetryDelay.Duration),
 		redlock.WithRestartGuard(guard), redlock.WithPoolSize(r.PoolSize),
-		redlock.WithRedisOptions(func(_ int, o *redis.Options) {
-			o.Password = r.Password
+		redlock.WithRedisOptions(func(i int, o *redis.Options) {
+			o.CredentialsProvider = creds.provider(r.Masters[i])
 			if r.TLS != nil {
 				o.TLSConfig = r.TLS.Clone()
 			}
@@ -78,8 +80,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
-		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
+		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
+	s.creds = creds
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.m = newMetrics(s)
