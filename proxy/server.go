@@ -46,6 +46,7 @@ type Server struct {
 	m           *metrics
 	status      *statusPage
 	creds       *masterCreds // for the masters and the backend; a reload swaps them
+	auth        atomic.Pointer[clientAuth]
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -83,6 +84,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds
+	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.m = newMetrics(s)
@@ -160,7 +162,9 @@ func (s *Server) accept(c redcon.Conn) bool {
 	}
 	s.clients.Add(1)
 	s.m.connections.Inc()
-	c.SetContext(&client{id: s.nextID.Add(1)})
+	// With no password set, a client is the default user, authenticated from
+	// the start, and stays so if a reload sets one (as on Redis).
+	c.SetContext(&client{id: s.nextID.Add(1), authed: !s.authRequired()})
 	return true
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,6 +135,181 @@ func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// SIGHUP applies new client passwords to new AUTHs (clients already
+// authenticated go on) and new master credentials to new connections to
+// the masters.
+func TestSIGHUPReloadsPasswords(t *testing.T) {
+	ms := []authMaster{startAuthMaster(t, "", "m-old"), startAuthMaster(t, "", "m-old"), startAuthMaster(t, "", "m-old")}
+	port := redistest.FreePort(t)
+	body := func(client, app, master1 string) string {
+		return fmt.Sprintf(`
+[proxy]
+listen = "127.0.0.1:%d"
+password = "%s"
+[[proxy.users]]
+name = "app"
+password = "%s"
+[redlock]
+masters = ["%s", "%s", "%s"]
+password = "m-old"
+restart_guard = false
+[[redlock.master_auth]]
+address = "%s"
+password = "%s"
+[log]
+format = "json"
+`, port, client, app, ms[0].Addr, ms[1].Addr, ms[2].Addr, ms[1].Addr, master1)
+	}
+	cfg := writeConfig(t, body("c-old", "a-old", "m-old"))
+	cmd, waitLog := startBinaryLogs(t, cfg)
+	waitLog("redlock-proxy serving")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx := context.Background()
+	c1 := redis.NewClient(&redis.Options{Addr: addr, Password: "c-old", MaxRetries: -1, PoolSize: 1, Protocol: 2})
+	defer c1.Close()
+	if ok, err := c1.SetNX(ctx, "rot:1", "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("acquire before the reload: %v %v", ok, err)
+	}
+
+	// Master 1 gets a new password and drops its connections: the proxy,
+	// still on the old one, cannot reconnect to it.
+	m1 := ms[1].client()
+	if err := m1.ConfigSet(ctx, "requirepass", "m-new").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m1.Close()
+	ms[1].pass = "m-new"
+	killClients(t, ms[1])
+	if ok, err := c1.SetNX(ctx, "rot:before", "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("acquire with one master refusing the proxy: %v %v", ok, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ms[1].holds(t, "rot:before", "tok") {
+		t.Fatal("master 1 took a lock with its old password: the test proves nothing")
+	}
+
+	if err := os.WriteFile(cfg, []byte(body("c-new", "a-new", "m-new")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	l := waitLog("configuration reloaded")
+	for _, k := range []string{"proxy.password", "proxy.users", "redlock.master_auth"} {
+		if !strings.Contains(l, k) {
+			t.Errorf("reload log does not name %s: %s", k, l)
+		}
+	}
+	for _, secret := range []string{"c-new", "a-new", "m-new", "c-old"} {
+		if strings.Contains(l, secret) {
+			t.Errorf("reload log shows a password: %s", l)
+		}
+	}
+
+	// New AUTHs: the old passwords are refused, the new ones accepted.
+	for _, c := range []struct {
+		user, pass string
+		ok         bool
+	}{{"", "c-old", false}, {"", "c-new", true}, {"app", "a-old", false}, {"app", "a-new", true}} {
+		rc := redis.NewClient(&redis.Options{Addr: addr, Username: c.user, Password: c.pass, MaxRetries: -1, Protocol: 2})
+		err := rc.Ping(ctx).Err()
+		rc.Close()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "WRONGPASS")) {
+			t.Errorf("AUTH %q %q after the reload: %v, want ok=%v", c.user, c.pass, err, c.ok)
+		}
+	}
+	// The client that authenticated before goes on.
+	if ok, err := c1.SetNX(ctx, "rot:2", "tok", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("acquire by a client authenticated before the reload: %v %v", ok, err)
+	}
+
+	// New connections to master 1 use its new password: locks reach it again.
+	i := 0
+	eventuallyTrue(t, "master 1 takes locks after the reload", func() bool {
+		i++
+		key := fmt.Sprintf("rot:after:%d", i)
+		_ = c1.SetNX(ctx, key, "tok", 10*time.Second).Err()
+		time.Sleep(20 * time.Millisecond)
+		return ms[1].holds(t, key, "tok")
+	})
+	// Rotate the shared password of the other two, with the backend (master
+	// 0) among them: passthrough reconnects with it too.
+	for _, m := range []authMaster{ms[0], ms[2]} {
+		mc := m.client()
+		if err := mc.ConfigSet(ctx, "requirepass", "m-newer").Err(); err != nil {
+			t.Fatal(err)
+		}
+		mc.Close()
+	}
+	ms[0].pass, ms[2].pass = "m-newer", "m-newer"
+	newer := strings.Replace(body("c-new", "a-new", "m-new"), `password = "m-old"`, `password = "m-newer"`, 1)
+	if err := os.WriteFile(cfg, []byte(newer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	if l := waitLog("configuration reloaded"); !strings.Contains(l, "redlock.password") {
+		t.Errorf("reload log does not name redlock.password: %s", l)
+	}
+	killClients(t, ms[0])
+	killClients(t, ms[2])
+	c2 := redis.NewClient(&redis.Options{Addr: addr, Password: "c-new", MaxRetries: -1, Protocol: 2})
+	defer c2.Close()
+	eventuallyTrue(t, "every master takes locks after the second reload", func() bool {
+		i++
+		key := fmt.Sprintf("rot:after:%d", i)
+		_ = c2.SetNX(ctx, key, "tok", 10*time.Second).Err()
+		time.Sleep(20 * time.Millisecond)
+		return ms[0].holds(t, key, "tok") && ms[2].holds(t, key, "tok")
+	})
+	if n, err := c2.Incr(ctx, "rot:counter").Result(); n != 1 || err != nil {
+		t.Fatalf("passthrough after the backend's password changed: %v %v", n, err)
+	}
+}
+
+// killClients closes every client connection of the master but the one
+// that asks, so the proxy has to reconnect.
+func killClients(t *testing.T, m authMaster) {
+	t.Helper()
+	c := m.client()
+	defer c.Close()
+	if err := c.Do(context.Background(), "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatalf("CLIENT KILL on %s: %v", m.Addr, err)
+	}
+}
+
+// startBinaryLogs runs the proxy and returns a function that waits for a
+// log line containing a string.
+func startBinaryLogs(t *testing.T, cfg string) (*exec.Cmd, func(string) string) {
+	t.Helper()
+	cmd := exec.Command(binary, "-config", cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	logs := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case logs <- sc.Text():
+			default:
+			}
+		}
+	}()
+	return cmd, func(want string) string {
+		t.Helper()
+		for deadline := time.After(10 * time.Second); ; {
+			select {
+			case l := <-logs:
+				if strings.Contains(l, want) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no log line with %q", want)
+			}
 		}
 	}
 }
