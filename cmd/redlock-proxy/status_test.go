@@ -65,6 +65,12 @@ format = "json"
 		}
 	}
 
+	// Traffic goes on while the page is read, so that the rates over the
+	// last seconds stay above zero however long Chromium takes to start.
+	tctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go traffic(tctx, fmt.Sprintf("127.0.0.1:%d", port))
+
 	dom := redistest.Chromium(t, base+"/", "--dump-dom")
 	screenshot(t, base, "status-up.png")
 	rows := masterRows(t, dom)
@@ -129,6 +135,24 @@ const (
 	unlockScript = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
 	extendScript = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
 )
+
+// traffic acquires, fails to acquire, extends and releases a lock every
+// 50 ms until ctx ends.
+func traffic(ctx context.Context, addr string) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	for i := 0; ctx.Err() == nil; i++ {
+		key := fmt.Sprintf("status:traffic:%d", i)
+		_ = c.SetNX(ctx, key, "tok", 10*time.Second).Err()
+		_ = c.SetNX(ctx, key, "other", 10*time.Second).Err()
+		_ = c.Eval(ctx, extendScript, []string{key}, "tok", 10000).Err()
+		_ = c.Eval(ctx, unlockScript, []string{key}, "tok").Err()
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // startBinary runs the proxy with a config file until the test ends.
 func startBinary(t *testing.T, cfg string) *exec.Cmd {
