@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Installs what running and testing redlock-proxy needs, where it is missing:
 # Debian's redis-server and redis-tools, the Python and PHP Redis clients the
-# compatibility tests drive, headless Chromium for the status page test, and
-# the Go modules.
+# compatibility tests drive, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(redis-server redis-tools python3-redis python3-pytest php-cli php-redis php-illuminate-cache php-illuminate-redis)
-# The status page test renders the page in headless Chromium.
-pkgs+=(chromium)
 missing=()
+# Headless Chromium renders the status page in its test.
+pkgs+=(chromium)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
