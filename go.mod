@@ -9,6 +9,7 @@ require (
 	github.com/rs/zerolog v1.33.0
 	github.com/tidwall/match v1.1.1
 	github.com/tidwall/redcon v1.6.2
+	go.yaml.in/yaml/v2 v2.4.2
 )
 
 require (
@@ -25,7 +26,6 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )

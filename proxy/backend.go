@@ -61,14 +61,14 @@ func (b *backendConn) close() { _ = b.nc.Close() }
 // backend dials and pools connections to the passthrough backend.
 type backend struct {
 	addr     string
-	password string
+	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
 	idle     chan *backendConn
 	tls      *tls.Config // nil: plain TCP
 }
 
-func newBackend(addr, password string, timeout time.Duration, poolSize int, tlsCfg *tls.Config) *backend {
-	return &backend{addr: addr, password: password, timeout: timeout, idle: make(chan *backendConn, poolSize), tls: tlsCfg}
+func newBackend(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *backend {
+	return &backend{addr: addr, identity: identity, timeout: timeout, idle: make(chan *backendConn, poolSize), tls: tlsCfg}
 }
 
 func (p *backend) dial() (*backendConn, error) {
@@ -83,8 +83,12 @@ func (p *backend) dial() (*backendConn, error) {
 		return nil, err
 	}
 	b := &backendConn{nc: nc, r: bufio.NewReaderSize(nc, 16<<10)}
-	if p.password != "" {
-		reply, err := b.do([][]byte{[]byte("AUTH"), []byte(p.password)}, p.timeout)
+	if user, pass := p.identity(); pass != "" {
+		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
+		if user != "" {
+			auth = [][]byte{[]byte("AUTH"), []byte(user), []byte(pass)}
+		}
+		reply, err := b.do(auth, p.timeout)
 		if err != nil || len(reply) == 0 || reply[0] != '+' {
 			b.close()
 			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)

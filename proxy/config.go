@@ -142,6 +142,12 @@ type RedlockConfig struct {
 	GuardWindow  Duration    `toml:"restart_guard_window"`
 	RestartGuard bool        `toml:"restart_guard"`
 	PoolSize     int         `toml:"pool_size"`
+	// Username is the ACL user that goes with Password (AUTH user pass);
+	// empty: the default user.
+	Username string `toml:"username"`
+	// MasterAuth gives single masters (or the backend) credentials of their
+	// own, in place of Username and Password.
+	MasterAuth []MasterAuthConfig `toml:"master_auth"`
 }
 
 // LogConfig sets logging.
@@ -190,6 +196,9 @@ func (c *Config) Validate() error {
 		if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
 			return err
 		}
+	}
+	if err := validateMasterAuth(c); err != nil {
+		return err
 	}
 	r := c.Redlock
 	switch {

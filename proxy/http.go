@@ -9,10 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpHandler serves /metrics (Prometheus), /healthz (the process is alive)
-// and /readyz (a quorum of masters can vote).
+// httpHandler serves /metrics (Prometheus), /healthz (the process is alive),
+// /readyz (a quorum of masters can vote), and the status page at / with its
+// data at /status.json.
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	s.status = newStatusPage(s)
+	mux.HandleFunc("/", s.status.serveHTML)
+	mux.HandleFunc("/status.json", s.status.serveJSON)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -47,6 +51,9 @@ func (s *Server) serveHTTP() {
 	if s.httpLn == nil {
 		return
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go s.status.run(done)
 	if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error().Err(err).Msg("metrics server stopped")
 	}

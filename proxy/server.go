@@ -44,6 +44,9 @@ type Server struct {
 	maxClients  atomic.Int64
 	passthrough atomic.Int64 // passthrough timeout, ns
 	m           *metrics
+	status      *statusPage
+	creds       *masterCreds // for the masters and the backend; a reload swaps them
+	auth        atomic.Pointer[clientAuth]
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -52,6 +55,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	r := cfg.Redlock
+	creds := newMasterCreds(r)
 	guard := r.GuardWindow.Duration
 	if !r.RestartGuard {
 		guard = 0
@@ -60,8 +64,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		redlock.WithQuorum(r.Quorum), redlock.WithDriftFactor(r.DriftFactor),
 		redlock.WithNodeTimeout(r.NodeTimeout.Duration), redlock.WithRetry(r.RetryCount, r.RetryDelay.Duration),
 		redlock.WithRestartGuard(guard), redlock.WithPoolSize(r.PoolSize),
-		redlock.WithRedisOptions(func(_ int, o *redis.Options) {
-			o.Password = r.Password
+		redlock.WithRedisOptions(func(i int, o *redis.Options) {
+			o.CredentialsProvider = creds.provider(r.Masters[i])
 			if r.TLS != nil {
 				o.TLSConfig = r.TLS.Clone()
 			}
@@ -77,8 +81,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
-		be: newBackend(cfg.backendAddr(), r.Password, cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
+		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
+	s.creds = creds
+	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.m = newMetrics(s)
@@ -156,7 +162,9 @@ func (s *Server) accept(c redcon.Conn) bool {
 	}
 	s.clients.Add(1)
 	s.m.connections.Inc()
-	c.SetContext(&client{id: s.nextID.Add(1)})
+	// With no password set, a client is the default user, authenticated from
+	// the start, and stays so if a reload sets one (as on Redis).
+	c.SetContext(&client{id: s.nextID.Add(1), authed: !s.authRequired()})
 	return true
 }
 

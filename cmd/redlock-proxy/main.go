@@ -89,12 +89,16 @@ func run(args []string, stderr io.Writer) error {
 			_ = srv.Close()
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(shutdownWait):
 			}
 			return nil
 		}
 	}
 }
+
+// shutdownWait bounds how long SIGTERM waits for clients to be closed; the
+// deploy files give the process longer than this to stop.
+const shutdownWait = 10 * time.Second
 
 // reload re-reads the configuration on SIGHUP and applies what is safe to
 // change live; anything else is refused, with the reason in the log.

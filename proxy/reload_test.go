@@ -1,0 +1,66 @@
+package proxy_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+// Reload swaps client credentials live: new AUTHs see them at once, and
+// clients connected before keep working, as on Redis after CONFIG SET
+// requirepass.
+func TestReloadClientPasswords(t *testing.T) {
+	var cfg proxy.Config
+	e := newEnv(t, 3, func(c *proxy.Config) { cfg = *c })
+	must(e.do("PING")) // connected while no password was set
+	ctx := context.Background()
+	dial := func(user, pass string) error {
+		c := redis.NewClient(&redis.Options{Addr: e.addr, Username: user, Password: pass, MaxRetries: -1, Protocol: 2})
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	}
+
+	next := cfg
+	next.Proxy.Password = "new"
+	next.Proxy.Users = []proxy.UserConfig{{Name: "app", Password: "apw"}}
+	changed, err := e.srv.Reload(next)
+	if err != nil || !reflect.DeepEqual(changed, []string{"proxy.password", "proxy.users"}) {
+		t.Fatalf("Reload: %v %v", changed, err)
+	}
+	if v, err := e.do("SET", e.key("k"), "t", "NX", "PX", 10000); v != "OK" {
+		t.Fatalf("client connected before the password was set: %v %v", v, err)
+	}
+	if err := dial("", ""); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Fatalf("new client without AUTH: %v", err)
+	}
+	if err := dial("", "new"); err != nil {
+		t.Fatalf("new password: %v", err)
+	}
+	if err := dial("app", "apw"); err != nil {
+		t.Fatalf("new user: %v", err)
+	}
+
+	// Master credentials change live too; other keys are refused.
+	next.Redlock.Password = "unused"
+	if changed, err := e.srv.Reload(next); err != nil || !reflect.DeepEqual(changed, []string{"redlock.password"}) {
+		t.Fatalf("Reload of redlock.password: %v %v", changed, err)
+	}
+	bad := next
+	bad.Proxy.LockKeys = []string{"lock:*"}
+	if _, err := e.srv.Reload(bad); err == nil || !strings.Contains(err.Error(), "proxy.password") {
+		t.Fatalf("a change of proxy.lock_keys: %v", err)
+	}
+
+	next.Proxy.Password, next.Proxy.Users = "", nil
+	if _, err := e.srv.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial("", ""); err != nil {
+		t.Fatalf("no password any more: %v", err)
+	}
+}
