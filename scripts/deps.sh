@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(redis-server redis-tools python3-redis python3-pytest php-cli php-redis php-illuminate-cache php-illuminate-redis php-symfony-lock)
-missing=()
 # Headless Chromium renders the status page in its test.
 pkgs+=(chromium)
+missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
