@@ -142,6 +142,11 @@ type RedlockConfig struct {
 	GuardWindow  Duration    `toml:"restart_guard_window"`
 	RestartGuard bool        `toml:"restart_guard"`
 	PoolSize     int         `toml:"pool_size"`
+	// ClockCheck is how often each master's TIME is compared with the
+	// proxy's monotonic clock (0: never); ClockJump is the difference beyond
+	// which the master is guarded as if it had restarted.
+	ClockCheck Duration `toml:"clock_check"`
+	ClockJump  Duration `toml:"clock_jump"`
 	// Username is the ACL user that goes with Password (AUTH user pass);
 	// empty: the default user.
 	Username string `toml:"username"`
@@ -168,6 +173,7 @@ func DefaultConfig() Config {
 			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
 			RetryCount: 3, RetryDelay: Duration{50 * time.Millisecond},
 			GuardWindow: Duration{60 * time.Second}, RestartGuard: true, PoolSize: 64,
+			ClockCheck: Duration{time.Second}, ClockJump: Duration{time.Second},
 		},
 		Log: LogConfig{Level: "info", Format: "auto"},
 	}
@@ -216,6 +222,10 @@ func (c *Config) Validate() error {
 		return errors.New("redlock.restart_guard_window: must be positive while restart_guard is on")
 	case r.PoolSize <= 0:
 		return errors.New("redlock.pool_size: must be positive")
+	case r.ClockCheck.Duration < 0:
+		return errors.New("redlock.clock_check: must not be negative")
+	case r.ClockJump.Duration < 0:
+		return errors.New("redlock.clock_jump: must not be negative")
 	case c.Proxy.PassthroughTimeout.Duration <= 0:
 		return errors.New("proxy.passthrough_timeout: must be positive")
 	case c.Proxy.MaxClients <= 0:

@@ -131,15 +131,16 @@ func counterValue(m prometheus.Metric) int64 {
 type masterCollector struct{ rl *redlock.Client }
 
 var (
-	masterUp      = prometheus.NewDesc("redlock_proxy_master_up", "1 when the master answered its last call and is not marked down.", []string{"master"}, nil)
-	masterGuarded = prometheus.NewDesc("redlock_proxy_master_restart_guarded", "1 while the restart guard withholds the master's votes.", []string{"master"}, nil)
-	masterGuard   = prometheus.NewDesc("redlock_proxy_master_guard_remaining_seconds", "Time left in the master's restart guard.", []string{"master"}, nil)
-	masterRestart = prometheus.NewDesc("redlock_proxy_master_restarts_total", "Restarts of the master noticed (run_id changed).", []string{"master"}, nil)
-	masterLatency = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
+	masterUp        = prometheus.NewDesc("redlock_proxy_master_up", "1 when the master answered its last call and is not marked down.", []string{"master"}, nil)
+	masterGuarded   = prometheus.NewDesc("redlock_proxy_master_restart_guarded", "1 while the restart guard withholds the master's votes.", []string{"master"}, nil)
+	masterGuard     = prometheus.NewDesc("redlock_proxy_master_guard_remaining_seconds", "Time left in the master's restart guard.", []string{"master"}, nil)
+	masterRestart   = prometheus.NewDesc("redlock_proxy_master_restarts_total", "Restarts of the master noticed (run_id changed).", []string{"master"}, nil)
+	masterClockJump = prometheus.NewDesc("redlock_proxy_master_clock_jumps_total", "Jumps of the master's clock noticed (TIME against the proxy's monotonic clock).", []string{"master"}, nil)
+	masterLatency   = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterLatency} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency} {
 		ch <- d
 	}
 }
@@ -150,6 +151,7 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterGuarded, prometheus.GaugeValue, float64(b2i(m.Guarded)), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterGuard, prometheus.GaugeValue, m.GuardLeft.Seconds(), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterRestart, prometheus.CounterValue, float64(m.Restarts), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterClockJump, prometheus.CounterValue, float64(m.ClockJumps), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterLatency, prometheus.GaugeValue, m.LastLatency.Seconds(), m.Addr)
 	}
 }

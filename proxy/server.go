@@ -64,6 +64,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		redlock.WithQuorum(r.Quorum), redlock.WithDriftFactor(r.DriftFactor),
 		redlock.WithNodeTimeout(r.NodeTimeout.Duration), redlock.WithRetry(r.RetryCount, r.RetryDelay.Duration),
 		redlock.WithRestartGuard(guard), redlock.WithPoolSize(r.PoolSize),
+		redlock.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
 		redlock.WithRedisOptions(func(i int, o *redis.Options) {
 			o.CredentialsProvider = creds.provider(r.Masters[i])
 			if r.TLS != nil {
