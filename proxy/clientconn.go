@@ -10,21 +10,11 @@ import (
 
 // Client input and output limits.
 //
-// redcon parses a client's input itself, and its reader has no limits: it
-// keeps every byte of an unfinished command in a buffer that doubles without
-// bound (it does not preallocate a declared length, but a declared 1 GB bulk
-// that arrives slowly is buffered in full, and so is an endless inline line);
-// it calls itself recursively once per read that does not finish a command,
-// so a command trickled a byte per TCP segment grows the goroutine stack
-// until the Go runtime aborts the whole process ("stack overflow"); a
-// declared length near 2^63 overflows its index arithmetic and panics, which
-// also ends the process; and a huge multibulk count makes it loop that many
-// times on every read.
-//
-// The proxy therefore gives redcon a wrapped connection, clientConn, whose
-// Read runs every byte through inputFramer, a small state machine that
-// follows RESP framing exactly as redcon's reader does (without building the
-// command) and checks it before redcon sees it:
+// A session (session.go) reads a client's input into a buffer that grows
+// for a big command and parses it with parseCommands. Between the two sits
+// clientConn, whose Read runs every byte through inputFramer, a small state
+// machine that follows RESP framing (without building the command) and
+// checks it before the parser sees it:
 //
 //   - a bulk length above proxy.max_bulk_len, or one that cannot be a
 //     number, answers "-ERR Protocol error: invalid bulk length" and closes
@@ -32,20 +22,25 @@ import (
 //     not a positive number, answers "invalid multibulk length";
 //   - a command whose bytes would exceed proxy.max_query_buffer, or an inline
 //     command longer than Redis's 64 KB inline limit, closes the client with
-//     an error, so a client's pending input never exceeds those bounds;
+//     an error, so a client's pending input never exceeds those bounds, and
+//     memory follows the bytes received, never a declared length;
 //   - Read returns only when a whole command has arrived or the caller's
-//     buffer is full, so redcon's buffer doubles at each of its recursive
-//     reads and their depth is logarithmic in the command's size;
-//   - blank inline lines (which redcon would read past with one more
-//     recursion each) and the leading spaces of inline lines (which it
-//     ignores) are not passed on.
+//     buffer is full, so the session's buffer doubles at most
+//     logarithmically often for one command;
+//   - blank inline lines and the leading spaces of inline lines are not
+//     passed on.
+//
+// (The framer was first written in front of redcon's own reader, which
+// overflowed its stack on input trickled a byte per read and panicked on a
+// declared length near 2^63; the tests still check the framer and the
+// parser against that reader's reading of valid input.)
 //
 // Commands completed before a malformed one are served first; the error is
-// answered when redcon asks for more input, then the connection is closed.
-// Other clients are not affected.
+// answered when the session asks for more input, then the connection is
+// closed. Other clients are not affected.
 //
-// Output: redcon collects the replies to a whole pipeline batch in memory
-// before it writes them, so a small batch of commands with large replies
+// Output: the replies to a whole batch would be collected in memory before
+// they are written, so a small batch of commands with large replies
 // (GET of a big value, many times over) could make that buffer huge. The
 // server therefore flushes after every command (Server.dispatch); clientConn
 // holds small replies back until the batch ends, so pipelining still costs
@@ -284,9 +279,10 @@ func (l *clientListener) Accept() (net.Conn, error) {
 	return newClientConn(nc, l.lim, l.writeTimeout), nil
 }
 
-// clientConn is a client connection as redcon sees it: input checked by an
-// inputFramer, output written with a progress deadline. redcon uses it from
-// the client's goroutine only (Close excepted, which net.Conn allows).
+// clientConn is a client connection as its session sees it: input checked
+// by an inputFramer, output written with a progress deadline. The session
+// uses it from the client's goroutine only (Close and SetReadDeadline
+// excepted, which net.Conn allows).
 type clientConn struct {
 	net.Conn
 	f            inputFramer

@@ -31,15 +31,17 @@ type Server struct {
 	rl      *redlock.Client
 	be      *backend
 	scripts *scriptCache
-	srv     *redcon.Server
 	started time.Time
 
-	mu      sync.Mutex
-	ln      net.Listener
-	httpLn  net.Listener
-	http    *http.Server
-	clients atomic.Int64
-	nextID  atomic.Int64
+	mu       sync.Mutex
+	ln       net.Listener
+	sessions map[*session]struct{} // clients being served
+	drained  chan struct{}         // closed when the last session ends, while closing
+	closing  atomic.Bool
+	httpLn   net.Listener
+	http     *http.Server
+	clients  atomic.Int64
+	nextID   atomic.Int64
 	// Settings a reload may change while the proxy runs.
 	maxClients  atomic.Int64
 	passthrough atomic.Int64 // passthrough timeout, ns
@@ -90,8 +92,6 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.m = newMetrics(s)
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
-	s.srv = redcon.NewServerNetwork("tcp", cfg.Proxy.Listen, s.dispatch, s.accept, s.closed)
-	s.srv.SetIdleClose(cfg.Proxy.IdleTimeout.Duration)
 	return s, nil
 }
 
@@ -138,17 +138,19 @@ func (s *Server) Serve() error {
 		s.log.Warn().Int("reachable", up).Int("quorum", s.rl.Quorum()).Msg("fewer masters reachable than the quorum; lock commands will be refused until enough are up")
 	}
 	go s.serveHTTP()
-	err := s.srv.Serve(ln)
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
+	return s.serveClients(ln)
 }
 
-// Close stops accepting clients, closes every client connection and the
-// connections to the masters.
+// closeWait bounds how long Close lets clients finish the commands they
+// sent before it closes their connections.
+const closeWait = 5 * time.Second
+
+// Close stops accepting clients, lets each finish the commands it has sent
+// (at most closeWait), closes every client connection, then the connections
+// to the masters and the backend.
 func (s *Server) Close() error {
-	err := s.srv.Close()
+	s.closeSessions(closeWait)
+	var err error
 	if s.httpLn != nil {
 		_ = s.http.Close()
 	}
@@ -169,7 +171,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 	return true
 }
 
-// closed runs under redcon's server lock: it logs why a client was cut off
+// closed runs in the client's goroutine when it has ended: it logs why a client was cut off
 // (bad input, or a write or idle deadline) and releases the client's pinned
 // backend connection.
 func (s *Server) closed(c redcon.Conn, err error) {
@@ -220,11 +222,10 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 // handOver moves the replies written so far from redcon's buffer to the
 // clientConn, which sends them once a batch is done or 64 KB have piled up.
 func handOver(c redcon.Conn) {
-	cc, _ := c.NetConn().(*clientConn)
-	if w := redcon.BaseWriter(c); w != nil && cc != nil {
-		cc.hold = true
-		_ = w.Flush()
-		cc.hold = false
+	if ss, ok := c.(*session); ok {
+		ss.cc.hold = true
+		_ = ss.wr.Flush()
+		ss.cc.hold = false
 	}
 }
 

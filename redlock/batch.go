@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +35,10 @@ var errClosed = errors.New("redlock: client closed")
 
 // batcher runs the workers of one master.
 type batcher struct {
-	n    *node
-	reqs chan *call
-	stop chan struct{}
+	n         *node
+	reqs      chan *call
+	stop      chan struct{}
+	closeOnce sync.Once
 
 	pipelines atomic.Int64 // pipelines sent
 	commands  atomic.Int64 // commands sent in them
@@ -151,7 +153,7 @@ func (b *batcher) exec(batch []*call) {
 }
 
 func (b *batcher) close() {
-	close(b.stop)
+	b.closeOnce.Do(func() { close(b.stop) })
 }
 
 func failed(c *call, err error) *redis.Cmd {

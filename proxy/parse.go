@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"bytes"
+
+	"github.com/tidwall/redcon"
+)
+
+// errUnbalancedQuotes is Redis's reply to an inline command with an open
+// quote.
+var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
+
+// parseCommands splits b into the whole commands at its start: RESP
+// multibulk commands, whose arguments point into b, and inline commands,
+// whose arguments are copies. used is the length of those commands; the
+// rest of b is an unfinished command. The inputFramer has already checked
+// the framing and the limits of these bytes.
+func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
+	for used < len(b) {
+		var args [][]byte
+		var n int
+		if b[used] == '*' {
+			args, n, err = parseMultibulk(b[used:])
+		} else {
+			args, n, err = parseInline(b[used:])
+		}
+		if err != nil {
+			return cmds, used, err
+		}
+		if n == 0 {
+			break // unfinished
+		}
+		if len(args) > 0 {
+			cmds = append(cmds, redcon.Command{Raw: b[used : used+n], Args: args})
+		}
+		used += n
+	}
+	return cmds, used, nil
+}
+
+// parseMultibulk parses one "*count" command at the start of b; n is 0 when
+// it has not all arrived.
+func parseMultibulk(b []byte) (args [][]byte, n int, err error) {
+	count, i, ok, err := parseHeader(b, 0, errMultibulkLen)
+	if !ok || err != nil {
+		return nil, 0, err
+	}
+	if count <= 0 || count > maxArgs {
+		return nil, 0, errMultibulkLen
+	}
+	args = make([][]byte, 0, min(count, 64))
+	for j := 0; j < count; j++ {
+		if i >= len(b) {
+			return nil, 0, nil
+		}
+		if b[i] != '$' {
+			return nil, 0, errExpectedDollar(b[i])
+		}
+		size, next, ok, err := parseHeader(b, i, errBulkLen)
+		if !ok || err != nil {
+			return nil, 0, err
+		}
+		if size < 0 {
+			return nil, 0, errBulkLen
+		}
+		if len(b)-next < size+2 {
+			return nil, 0, nil
+		}
+		if b[next+size] != '\r' || b[next+size+1] != '\n' {
+			return nil, 0, errBulkLen
+		}
+		args = append(args, b[next:next+size:next+size])
+		i = next + size + 2
+	}
+	return args, i, nil
+}
+
+// parseHeader reads the number after the type byte at b[at] up to CRLF. ok
+// is false when the line has not all arrived; next is where the line ends.
+func parseHeader(b []byte, at int, bad error) (v, next int, ok bool, err error) {
+	end := bytes.IndexByte(b[at:], '\n')
+	if end < 0 {
+		return 0, 0, false, nil
+	}
+	end += at
+	if end == at || b[end-1] != '\r' {
+		return 0, 0, false, bad
+	}
+	digits := b[at+1 : end-1]
+	if len(digits) == 0 || len(digits) > maxHeaderDigits {
+		return 0, 0, false, bad
+	}
+	neg := digits[0] == '-'
+	if neg {
+		digits = digits[1:]
+		if len(digits) == 0 {
+			return 0, 0, false, bad
+		}
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' || v > (1<<62)/10 {
+			return 0, 0, false, bad
+		}
+		v = v*10 + int(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, end + 1, true, nil
+}
+
+// parseInline parses one inline command line, splitting it as Redis does
+// on spaces, with "double" or 'single' quoted arguments (\n, \r, \t and
+// escaped quotes inside them). n is 0 when the line has not all arrived.
+func parseInline(b []byte) (args [][]byte, n int, err error) {
+	end := bytes.IndexByte(b, '\n')
+	if end < 0 {
+		return nil, 0, nil
+	}
+	line := b[:end]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	for len(line) > 0 {
+		if line[0] == ' ' {
+			line = line[1:]
+			continue
+		}
+		var arg []byte
+		if q := line[0]; q == '"' || q == '\'' {
+			i, esc, closed := 1, false, false
+			for ; i < len(line); i++ {
+				c := line[i]
+				switch {
+				case esc:
+					esc = false
+					switch c {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					}
+					arg = append(arg, c)
+				case c == '\\':
+					esc = true
+				case c == q:
+					closed = true
+				default:
+					arg = append(arg, c)
+				}
+				if closed {
+					break
+				}
+			}
+			if !closed || (i+1 < len(line) && line[i+1] != ' ') {
+				return nil, 0, errUnbalancedQuotes
+			}
+			if arg == nil {
+				arg = []byte{}
+			}
+			line = line[i+1:]
+		} else {
+			i := bytes.IndexByte(line, ' ')
+			if i < 0 {
+				i = len(line)
+			}
+			if bytes.ContainsAny(line[1:i], `"'`) {
+				return nil, 0, errUnbalancedQuotes // a quote inside a word
+			}
+			arg = append([]byte(nil), line[:i]...)
+			line = line[i:]
+		}
+		args = append(args, arg)
+	}
+	return args, end + 1, nil
+}

@@ -1,0 +1,237 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// The client connection loop. redcon's server gives every connection two
+// 4 KB input buffers for its whole life, which is most of an idle client's
+// memory; the proxy runs its own loop instead, with redcon's Conn, Command
+// and Writer, so that an idle client holds one small buffer:
+//
+//   - input is read straight into the session's buffer (no second copy),
+//     which starts at readBufMin and doubles for a bigger command, up to the
+//     limits the clientConn enforces;
+//   - the commands of one read are run in order, as one batch: their
+//     arguments point into that read's buffer, which is then handed over to
+//     them and a fresh small one takes its place, so a command that keeps
+//     an argument keeps valid bytes, and a big buffer is dropped after use;
+//   - replies are flushed once per batch (dispatch hands them to the
+//     clientConn after every command, which holds small ones back).
+
+// readBufMin is the input buffer of a client between commands.
+const readBufMin = 512
+
+// session is one client connection and the goroutine that serves it.
+type session struct {
+	s      *Server
+	cc     *clientConn
+	addr   string
+	wr     *redcon.Writer
+	ctx    any
+	in     []byte           // input; in[:n] is read and not yet run
+	n      int              //
+	cmds   []redcon.Command // the rest of the batch being run
+	closed bool             // Close was called: run nothing more
+}
+
+var _ redcon.Conn = (*session)(nil)
+
+// serveClients accepts clients until the listener is closed.
+func (s *Server) serveClients(ln net.Listener) error {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors, for example: the clients already
+			// connected go on; try again shortly.
+			s.log.Warn().Err(err).Msg("accepting a client failed")
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		cc, ok := nc.(*clientConn)
+		if !ok {
+			cc = newClientConn(nc, limitsOf(s.cfg.Proxy), s.cfg.Proxy.WriteTimeout.Duration)
+		}
+		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
+		ss.wr = redcon.NewWriter(cc)
+		if !s.track(ss) {
+			cc.Close()
+			return nil
+		}
+		if !s.accept(ss) {
+			_ = ss.Close()
+			s.untrack(ss)
+			continue
+		}
+		go ss.serve()
+	}
+}
+
+// track registers a session, unless the server is closing.
+func (s *Server) track(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	if s.sessions == nil {
+		s.sessions = map[*session]struct{}{}
+	}
+	s.sessions[ss] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, ss)
+	if len(s.sessions) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+}
+
+func (ss *session) serve() {
+	err := ss.loop()
+	_ = ss.cc.Close()
+	ss.s.untrack(ss)
+	if err == io.EOF || ss.s.closing.Load() {
+		err = nil
+	}
+	ss.s.closed(ss, err)
+}
+
+// loop reads and runs batches of commands until the client leaves, fails,
+// or the server closes (after the batch in hand).
+func (ss *session) loop() error {
+	idle := ss.s.cfg.Proxy.IdleTimeout.Duration
+	for {
+		if idle > 0 {
+			_ = ss.cc.SetReadDeadline(time.Now().Add(idle))
+		}
+		if ss.s.closing.Load() {
+			return nil // after the deadline is set: Close's wake-up is not undone
+		}
+		if ss.in == nil {
+			ss.in = make([]byte, readBufMin)
+		} else if len(ss.in)-ss.n < 2 { // clientConn.Read needs room for 2 bytes
+			in := make([]byte, 2*len(ss.in))
+			copy(in, ss.in[:ss.n])
+			ss.in = in
+		}
+		k, err := ss.cc.Read(ss.in[ss.n:])
+		ss.n += k
+		if k > 0 {
+			cmds, used, perr := parseCommands(ss.in[:ss.n])
+			if perr != nil {
+				ss.wr.WriteError("ERR " + perr.Error())
+				_ = ss.wr.Flush()
+				return perr
+			}
+			if used > 0 {
+				// The batch keeps this buffer; what follows it moves to a
+				// new one.
+				rest := ss.n - used
+				in := make([]byte, max(readBufMin, rest))
+				copy(in, ss.in[used:ss.n])
+				ss.in, ss.n = in, rest
+				ss.cmds = cmds
+				for len(ss.cmds) > 0 && !ss.closed {
+					cmd := ss.cmds[0]
+					ss.cmds = ss.cmds[1:]
+					ss.s.dispatch(ss, cmd)
+				}
+				ss.cmds = nil
+				if ss.closed {
+					return nil
+				}
+				if err := ss.wr.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// closeSessions stops accepting and lets every session finish the batch it
+// is running; sessions waiting for input are woken and end at once. After
+// wait, the connections still open are closed.
+func (s *Server) closeSessions(wait time.Duration) {
+	s.mu.Lock()
+	s.closing.Store(true)
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	drained := make(chan struct{})
+	if len(s.sessions) == 0 {
+		close(drained)
+	} else {
+		s.drained = drained
+	}
+	for ss := range s.sessions {
+		_ = ss.cc.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	select {
+	case <-drained:
+		return
+	case <-time.After(wait):
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ss := range s.sessions {
+		_ = ss.cc.Close()
+	}
+}
+
+// redcon.Conn.
+
+func (ss *session) RemoteAddr() string { return ss.addr }
+
+// Close sends what was written and closes the connection; the rest of the
+// batch is not run.
+func (ss *session) Close() error {
+	_ = ss.wr.Flush()
+	ss.closed = true
+	return ss.cc.Close()
+}
+
+func (ss *session) Context() any                { return ss.ctx }
+func (ss *session) SetContext(v any)            { ss.ctx = v }
+func (ss *session) SetReadBuffer(int)           {}
+func (ss *session) WriteString(str string)      { ss.wr.WriteString(str) }
+func (ss *session) WriteBulk(bulk []byte)       { ss.wr.WriteBulk(bulk) }
+func (ss *session) WriteBulkString(bulk string) { ss.wr.WriteBulkString(bulk) }
+func (ss *session) WriteInt(num int)            { ss.wr.WriteInt(num) }
+func (ss *session) WriteInt64(num int64)        { ss.wr.WriteInt64(num) }
+func (ss *session) WriteUint64(num uint64)      { ss.wr.WriteUint64(num) }
+func (ss *session) WriteError(msg string)       { ss.wr.WriteError(msg) }
+func (ss *session) WriteArray(count int)        { ss.wr.WriteArray(count) }
+func (ss *session) WriteNull()                  { ss.wr.WriteNull() }
+func (ss *session) WriteRaw(data []byte)        { ss.wr.WriteRaw(data) }
+func (ss *session) WriteAny(v any)              { ss.wr.WriteAny(v) }
+func (ss *session) NetConn() net.Conn           { return ss.cc }
+
+// Detach is not offered: no command hands its connection over.
+func (ss *session) Detach() redcon.DetachedConn { return nil }
+
+// ReadPipeline takes the rest of the batch: the caller runs it.
+func (ss *session) ReadPipeline() []redcon.Command {
+	cmds := ss.cmds
+	ss.cmds = nil
+	return cmds
+}
+
+// PeekPipeline shows the rest of the batch.
+func (ss *session) PeekPipeline() []redcon.Command { return ss.cmds }
