@@ -99,19 +99,41 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lower(next[n].Args[0]), next[n].Args) {
 		n++
 	}
-	if n == 0 {
-		s.forward(c, st, cmd.Args, false)
-		return
+	batch := [][][]byte{cmd.Args}
+	var rest []redcon.Command
+	if n > 0 {
+		rest = c.ReadPipeline()
+		for _, x := range rest[:n] {
+			batch = append(batch, x.Args)
+		}
 	}
-	rest := c.ReadPipeline()
-	batch := make([][][]byte, 0, n+1)
-	batch = append(batch, cmd.Args)
-	for _, x := range rest[:n] {
-		batch = append(batch, x.Args)
+	if st.pinned != nil || len(batch) > muxMaxBatch {
+		// After WATCH: stay on the client's connection. A long batch gets a
+		// connection of its own, its replies passed on one by one, so that
+		// they are not all held at once for a client that reads slowly.
+		s.forwardMany(c, st, batch)
+	} else {
+		s.forwardShared(c, batch)
 	}
-	s.forwardMany(c, st, batch)
 	for _, x := range rest[n:] {
 		s.dispatch(c, x)
+	}
+}
+
+// forwardShared passes a batch of plain commands through on a shared
+// backend connection (mux.go).
+func (s *Server) forwardShared(c redcon.Conn, batch [][][]byte) {
+	s.m.passthrough.Add(float64(len(batch)))
+	out, got, err := s.mux.do(batch)
+	if got > 0 {
+		c.WriteRaw(out)
+		handOver(c)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		for range batch[got:] {
+			c.WriteError("ERR redlock-proxy: passthrough backend failed")
+		}
 	}
 }
 

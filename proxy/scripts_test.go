@@ -149,6 +149,7 @@ func TestOneKeyLockScriptWithMoreKeysIsRefused(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	key := e.key("k")
 	e.do("SET", key, "tok", "NX", "PX", 10000)
+	eventually(t, "the lock on every master", func() bool { return count(e.onMasters(key), "tok") == 3 })
 	_, err := e.do("EVAL", unlockSpellings[0], 2, key, e.key("signal"), "tok")
 	if err == nil || !strings.Contains(err.Error(), "takes one key") {
 		t.Fatalf("got %v, want a refusal", err)

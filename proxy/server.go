@@ -30,6 +30,7 @@ type Server struct {
 	log     zerolog.Logger
 	rl      *redlock.Client
 	be      *backend
+	mux     *muxPool // shared connections for plain passthrough
 	scripts *scriptCache
 	started time.Time
 
@@ -87,6 +88,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds
+	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
@@ -154,6 +156,7 @@ func (s *Server) Close() error {
 	if s.httpLn != nil {
 		_ = s.http.Close()
 	}
+	s.mux.close()
 	s.be.close()
 	return errors.Join(err, s.rl.Close())
 }

@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Plain passthrough commands (no connection state: see plainPassthrough) of
+// all clients share a few backend connections, as twemproxy does: on each,
+// one writer sends whatever clients have queued in one write, and one reader
+// reads the replies in order and hands each client its own. Under load the
+// backend then sees one read and one write for many clients' commands.
+//
+// A client's batch is answered once all its replies are in, so the replies
+// of one batch are held in memory together: only batches of at most
+// muxMaxBatch commands go this way; longer ones get a pooled connection of
+// their own and pass their replies on one by one. A
+// reply that takes longer than proxy.passthrough_timeout, or any error on
+// the connection, fails every command queued on it; the next command dials
+// a new one.
+
+// muxConns is how many shared connections carry plain passthrough commands.
+const muxConns = 2
+
+// muxMaxBatch is the longest batch of one client sent on a shared connection.
+const muxMaxBatch = 32
+
+// muxReq is one client's batch of commands on a shared connection.
+type muxReq struct {
+	cmds [][][]byte
+	out  []byte // the raw replies, one after the other
+	got  int    // replies read
+	end  int    // len(out) after the last whole reply
+	err  error
+	done chan struct{}
+}
+
+func (r *muxReq) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// muxConn is one shared backend connection.
+type muxConn struct {
+	nc      net.Conn
+	r       *bufio.Reader
+	timeout func() time.Duration
+
+	mu    sync.Mutex
+	dead  bool
+	queue []*muxReq // sent by the writer, in order
+	wake  chan struct{}
+
+	pending chan *muxReq  // written, waiting for replies: the reader's
+	stop    chan struct{} // closed when the connection fails
+}
+
+func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
+	m := &muxConn{
+		nc: b.nc, r: b.r, timeout: timeout,
+		wake: make(chan struct{}, 1), pending: make(chan *muxReq, 4096), stop: make(chan struct{}),
+	}
+	go m.writer()
+	go m.reader()
+	return m
+}
+
+// submit queues r; false when the connection has failed.
+func (m *muxConn) submit(r *muxReq) bool {
+	m.mu.Lock()
+	if m.dead {
+		m.mu.Unlock()
+		return false
+	}
+	m.queue = append(m.queue, r)
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (m *muxConn) isDead() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dead
+}
+
+// kill closes the connection and fails what is queued; the reader fails
+// what was written.
+func (m *muxConn) kill(err error) {
+	m.mu.Lock()
+	if m.dead {
+		m.mu.Unlock()
+		return
+	}
+	m.dead = true
+	queued := m.queue
+	m.queue = nil
+	m.mu.Unlock()
+	_ = m.nc.Close()
+	close(m.stop)
+	for _, r := range queued {
+		r.finish(err)
+	}
+}
+
+func (m *muxConn) writer() {
+	defer close(m.pending)
+	var buf []*muxReq
+	var out []byte
+	for {
+		select {
+		case <-m.wake:
+		case <-m.stop:
+			return
+		}
+		// Let the clients that are running queue their commands too: one
+		// write then carries them all.
+		runtime.Gosched()
+		m.mu.Lock()
+		buf, m.queue = m.queue, nil
+
+		m.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		out = out[:0]
+		for _, r := range buf {
+			for _, args := range r.cmds {
+				out = appendCommand(out, args)
+			}
+		}
+		// The reader may start on the replies as soon as they come.
+		for _, r := range buf {
+			select {
+			case m.pending <- r:
+			case <-m.stop:
+				r.finish(errMuxClosed)
+			}
+		}
+		_ = m.nc.SetWriteDeadline(time.Now().Add(m.timeout()))
+		if _, err := m.nc.Write(out); err != nil {
+			m.kill(err)
+			return
+		}
+		if cap(out) > 64<<10 {
+			out = nil
+		}
+	}
+}
+
+var errMuxClosed = errors.New("proxy: backend connection closed")
+
+func (m *muxConn) reader() {
+	var err error
+	for r := range m.pending {
+		if err == nil {
+			for r.got < len(r.cmds) {
+				_ = m.nc.SetReadDeadline(time.Now().Add(m.timeout()))
+				if r.out, err = readReply(m.r, r.out); err != nil {
+					m.kill(err)
+					break
+				}
+				r.got++
+				r.end = len(r.out)
+			}
+		}
+		r.finish(err)
+	}
+}
+
+// muxPool holds the shared connections of a backend.
+type muxPool struct {
+	be      *backend
+	timeout func() time.Duration
+	next    atomic.Uint32
+	mu      sync.Mutex
+	conns   [muxConns]*muxConn
+}
+
+// get returns a live shared connection, dialling one in place of a failed
+// one.
+func (p *muxPool) get() (*muxConn, error) {
+	i := int(p.next.Add(1) % muxConns)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.conns[i]; m != nil && !m.isDead() {
+		return m, nil
+	}
+	b, err := p.be.dial()
+	if err != nil {
+		return nil, err
+	}
+	m := newMuxConn(b, p.timeout)
+	p.conns[i] = m
+	return m, nil
+}
+
+func (p *muxPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.conns {
+		if m != nil {
+			m.kill(errMuxClosed)
+		}
+	}
+}
+
+// do runs a batch of commands on a shared connection and returns their raw
+// replies; got says how many arrived whole before an error.
+func (p *muxPool) do(cmds [][][]byte) (out []byte, got int, err error) {
+	r := &muxReq{cmds: cmds, done: make(chan struct{})}
+	for try := 0; ; try++ {
+		m, err := p.get()
+		if err != nil {
+			return nil, 0, err
+		}
+		if m.submit(r) {
+			break
+		}
+		if try > 0 {
+			return nil, 0, errMuxClosed
+		}
+	}
+	<-r.done
+	return r.out[:r.end], r.got, r.err
+}
