@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,9 @@ func (b *batcher) work() {
 		case c := <-b.reqs:
 			batch = append(batch[:0], c)
 		}
+		// Let the operations that are running queue their commands too:
+		// one pipeline then carries them all.
+		runtime.Gosched()
 	more:
 		for len(batch) < maxBatch {
 			select {
