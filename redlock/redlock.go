@@ -37,6 +37,7 @@ type options struct {
 	logf        func(format string, args ...any)
 	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
 	noTaint     bool          // tests only: count the votes of masters whose rollback is in doubt
+	fenceSingle bool          // tests only: take a fenced grant's number from one master, unsafe
 }
 
 // Option configures a Client.

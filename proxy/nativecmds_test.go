@@ -1,0 +1,321 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binCleanup != nil {
+		binCleanup()
+	}
+	os.Exit(code)
+}
+
+var (
+	binOnce    sync.Once
+	binPath    string
+	binErr     error
+	binCleanup func()
+)
+
+// proxyBinary builds the proxy binary once, for the tests that run it as a
+// process.
+func proxyBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() { binPath, binCleanup, binErr = redistest.BuildProxy("../cmd/redlock-proxy") })
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// startBinary runs the proxy binary in front of masters and returns a
+// client of it.
+func startBinary(t *testing.T, masters []string, extra string) *redis.Client {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	body := fmt.Sprintf("[proxy]\nlisten = %q\n%s\n[redlock]\nmasters = [\"%s\"]\nnode_timeout = \"200ms\"\nrestart_guard_window = \"1s\"\n[log]\nlevel = \"error\"\nformat = \"json\"\n",
+		addr, extra, strings.Join(masters, `", "`))
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(proxyBinary(t), "-config", cfg)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("proxy did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c
+}
+
+// grantReader returns a reader of LOCK.ACQUIRE replies: token, fence,
+// validity; ok false for the null reply.
+func grantReader(t *testing.T) func(v any, err error) (tok string, fence, validity int64, ok bool) {
+	return func(v any, err error) (string, int64, int64, bool) {
+		t.Helper()
+		return grantReply(t, v, err)
+	}
+}
+
+func grantReply(t *testing.T, v any, err error) (tok string, fence, validity int64, ok bool) {
+	t.Helper()
+	if err == redis.Nil {
+		return "", 0, 0, false
+	}
+	if err != nil {
+		t.Fatalf("LOCK.ACQUIRE: %v", err)
+	}
+	a, isArr := v.([]any)
+	if !isArr || len(a) != 3 {
+		t.Fatalf("LOCK.ACQUIRE reply %#v", v)
+	}
+	return a[0].(string), a[1].(int64), a[2].(int64), true
+}
+
+func TestLockCmdBasics(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	gr := grantReader(t)
+	key := e.key("k")
+	tok, f1, v, ok := gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t1"))
+	if !ok || tok != "t1" || f1 != 1 || v <= 0 || v > 10000 {
+		t.Fatalf("first grant: %q %d %d %v", tok, f1, v, ok)
+	}
+	if _, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000)); ok {
+		t.Fatal("granted while held")
+	}
+	// A fenced lock is an ordinary lock key: GET answers its token.
+	got, _ := e.do("GET", key)
+	mustEqual(t, "GET", got, any("t1"))
+	n, err := e.do("LOCK.EXTEND", key, "t1", 20000)
+	if err != nil || n.(int64) < 19000 || n.(int64) > 20000 {
+		t.Fatalf("LOCK.EXTEND: %v %v", n, err)
+	}
+	n, _ = e.do("LOCK.EXTEND", key, "t2", 20000)
+	mustEqual(t, "LOCK.EXTEND by another token", n, any(int64(0)))
+	n, _ = e.do("LOCK.RELEASE", key, "t2")
+	mustEqual(t, "LOCK.RELEASE by another token", n, any(int64(0)))
+	n, _ = e.do("LOCK.RELEASE", key, "t1")
+	mustEqual(t, "LOCK.RELEASE", n, any(int64(1)))
+	n, _ = e.do("LOCK.RELEASE", key, "t1")
+	mustEqual(t, "LOCK.RELEASE again", n, any(int64(0)))
+	// A generated token: 32 hex digits, and the next number.
+	tok, f2, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000))
+	if !ok || len(tok) != 32 || f2 != f1+1 {
+		t.Fatalf("generated token %q, fence %d (previous %d)", tok, f2, f1)
+	}
+}
+
+func TestLockCmdInfo(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	gr := grantReader(t)
+	key := e.key("k")
+	gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t1"))
+	eventually(t, "every master holds it", func() bool { return count(e.onMasters(key), "t1") == 3 })
+	v, err := e.do("LOCK.INFO", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := v.([]any)
+	if len(a) != 10 || a[0] != "token" || a[1] != "t1" || a[2] != "fence" || a[3] != int64(1) ||
+		a[4] != "validity" || a[6] != "holds" || a[7] != int64(1) || a[8] != "masters" {
+		t.Fatalf("LOCK.INFO: %#v", a)
+	}
+	if p := a[5].(int64); p <= 9000 || p > 10000 {
+		t.Fatalf("validity %d", p)
+	}
+	ms := a[9].([]any)
+	for i, m := range ms {
+		f := m.([]any)
+		want := []any{"master", int64(i), "token", "t1", "pttl", f[5], "fence", int64(1), "holds", int64(1), "counter", int64(1), "voting", int64(1)}
+		if fmt.Sprint(f) != fmt.Sprint(want) {
+			t.Fatalf("master %d: %v, want %v", i, f, want)
+		}
+	}
+	e.do("LOCK.RELEASE", key, "t1")
+	v, _ = e.do("LOCK.INFO", key)
+	a = v.([]any)
+	if a[1] != nil || a[5] != int64(-2) {
+		t.Fatalf("LOCK.INFO of a free key: %#v", a)
+	}
+}
+
+func TestLockCmdArgErrors(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*", "redlock-proxy:*"} })
+	cases := []struct {
+		args []any
+		want string
+	}{
+		{[]any{"LOCK.ACQUIRE", "lock:a"}, "ERR wrong number of arguments for 'lock.acquire' command"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "ten"}, "ERR value is not an integer or out of range"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "0"}, "ERR invalid expire time in 'lock.acquire' command"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "-5"}, "ERR invalid expire time in 'lock.acquire' command"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "99999999999999999999"}, "ERR value is not an integer or out of range"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "TOKEN"}, "ERR syntax error"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "TOKEN", "a", "TOKEN", "b"}, "ERR syntax error"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "TOKEN", ""}, "ERR redlock-proxy: TOKEN must not be empty"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "NX"}, "ERR syntax error"},
+		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "REENTRANT"}, "ERR redlock-proxy: REENTRANT needs TOKEN (the holder's own token)"},
+		{[]any{"LOCK.ACQUIRE", "other", "1000"}, "ERR redlock-proxy: 'other' is not a lock key (proxy.lock_keys)"},
+		{[]any{"LOCK.ACQUIRE", "redlock-proxy:fence:lock:a", "1000"}, "ERR redlock-proxy: keys beginning with 'redlock-proxy:' are reserved for the proxy's lock state"},
+		{[]any{"LOCK.RELEASE", "lock:a"}, "ERR wrong number of arguments for 'lock.release' command"},
+		{[]any{"LOCK.RELEASE", "other", "t"}, "ERR redlock-proxy: 'other' is not a lock key (proxy.lock_keys)"},
+		{[]any{"LOCK.EXTEND", "lock:a", "t"}, "ERR wrong number of arguments for 'lock.extend' command"},
+		{[]any{"LOCK.EXTEND", "lock:a", "t", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"LOCK.EXTEND", "lock:a", "t", "0"}, "ERR invalid expire time in 'lock.extend' command"},
+		{[]any{"LOCK.INFO"}, "ERR wrong number of arguments for 'lock.info' command"},
+		{[]any{"LOCK.INFO", "lock:a", "b"}, "ERR wrong number of arguments for 'lock.info' command"},
+	}
+	for _, c := range cases {
+		_, err := e.do(c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	for i, m := range e.masters {
+		mc := m.Client()
+		if n, _ := mc.DBSize(context.Background()).Result(); n != 0 {
+			t.Errorf("master %d holds %d keys after refused commands", i, n)
+		}
+		mc.Close()
+	}
+}
+
+func TestLockCmdReentrant(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	gr := grantReader(t)
+	key := e.key("k")
+	_, f1, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000, "REENTRANT", "TOKEN", "t1"))
+	_, f2, _, ok2 := gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t1", "REENTRANT"))
+	if !ok || !ok2 || f1 != f2 {
+		t.Fatalf("reentry: %v %v, fences %d %d", ok, ok2, f1, f2)
+	}
+	v, _ := e.do("LOCK.INFO", key)
+	mustEqual(t, "holds", v.([]any)[7], any(int64(2)))
+	n, _ := e.do("LOCK.RELEASE", key, "t1")
+	mustEqual(t, "first release", n, any(int64(1)))
+	if _, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t2")); ok {
+		t.Fatal("granted to another token while one hold is left")
+	}
+	e.do("LOCK.RELEASE", key, "t1")
+	if _, f3, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t2")); !ok || f3 <= f2 {
+		t.Fatalf("after the last release: %v, fence %d", ok, f3)
+	}
+}
+
+func TestLockCmdNoQuorum(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	e.masters[1].Kill()
+	e.masters[2].Kill()
+	for _, args := range [][]any{{"LOCK.ACQUIRE", e.key("k"), 1000}, {"LOCK.RELEASE", e.key("k"), "t"}, {"LOCK.EXTEND", e.key("k"), "t", 1000}, {"LOCK.INFO", e.key("k")}} {
+		_, err := e.do(args...)
+		if err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM ") {
+			t.Errorf("%v: %v, want NOQUORUM", args[0], err)
+		}
+	}
+}
+
+// Clients of two proxy processes compete for one key while one master is
+// restarted empty; every grant's fencing number must exceed every earlier
+// one. A grant is recorded when its reply arrives and released afterwards,
+// so the next grant's reply arrives later: sorted by arrival, the numbers
+// must strictly increase.
+func TestFenceTwoProxiesMonotonic(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	time.Sleep(1100 * time.Millisecond) // the masters outlive the 1 s guard window
+	proxies := []*redis.Client{startBinary(t, redistest.Addrs(ms), ""), startBinary(t, redistest.Addrs(ms), "")}
+	type grant struct {
+		at    time.Time
+		fence int64
+		phase int
+	}
+	var mu sync.Mutex
+	var grants []grant
+	var phase int // 0 before the restart, 1 guarded, 2 after the guard
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(c *redis.Client) {
+			defer wg.Done()
+			ctx := context.Background()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := c.Do(ctx, "LOCK.ACQUIRE", "fenced", 5000).Result()
+				if err != nil {
+					if !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "NOQUORUM") {
+						t.Errorf("acquire: %v", err)
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				a := v.([]any)
+				mu.Lock()
+				grants = append(grants, grant{time.Now(), a[1].(int64), phase})
+				mu.Unlock()
+				if err := c.Do(ctx, "LOCK.RELEASE", "fenced", a[0]).Err(); err != nil {
+					t.Errorf("release: %v", err)
+					return
+				}
+			}
+		}(proxies[w%2])
+	}
+	setPhase := func(p int) { mu.Lock(); phase = p; mu.Unlock() }
+	time.Sleep(time.Second)
+	ms[0].Restart()
+	setPhase(1)
+	time.Sleep(1200 * time.Millisecond) // the guard window of the restarted master
+	setPhase(2)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].at.Before(grants[j].at) })
+	per := [3]int{}
+	for i, g := range grants {
+		per[g.phase]++
+		if i > 0 && g.fence <= grants[i-1].fence {
+			t.Fatalf("grant %d: fence %d after %d", i, g.fence, grants[i-1].fence)
+		}
+	}
+	t.Logf("%d grants (before the restart, guarded, after): %v; last fence %d", len(grants), per, grants[len(grants)-1].fence)
+	if per[0] == 0 || per[2] == 0 {
+		t.Fatalf("too few grants to show anything: %v", per)
+	}
+	// The restarted master caught up: its counter is the last number.
+	mc := ms[0].Client()
+	defer mc.Close()
+	eventually(t, "the restarted master's counter caught up", func() bool {
+		n, _ := mc.Get(context.Background(), redlock.FenceKeys("fenced")[1]).Int64()
+		return n >= grants[len(grants)-1].fence
+	})
+}
