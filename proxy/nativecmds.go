@@ -21,11 +21,13 @@ import (
 type acquireOpts struct {
 	key       string
 	ttl       time.Duration
-	token     string // "" when the proxy generates it
+	token     string        // "" when the proxy generates it
+	wait      time.Duration // 0: answer at once
 	reentrant bool
 }
 
-// parseAcquire reads LOCK.ACQUIRE key ttl_ms [TOKEN v] [REENTRANT]; msg is the error reply for bad arguments.
+// parseAcquire reads LOCK.ACQUIRE key ttl_ms [TOKEN v] [WAIT ms]
+// [REENTRANT]; msg is the error reply for bad arguments.
 func parseAcquire(args [][]byte) (o acquireOpts, msg string) {
 	if len(args) < 3 {
 		return o, wrongArgsMsg("lock.acquire")
@@ -39,7 +41,7 @@ func parseAcquire(args [][]byte) (o acquireOpts, msg string) {
 		return o, "ERR invalid expire time in 'lock.acquire' command"
 	}
 	o.ttl = time.Duration(ms) * time.Millisecond
-	tokenSet := false
+	tokenSet, waitSet := false, false
 	for i := 3; i < len(args); i++ {
 		switch opt := strings.ToLower(string(args[i])); {
 		case opt == "token" && !tokenSet && i+1 < len(args):
@@ -48,6 +50,18 @@ func parseAcquire(args [][]byte) (o acquireOpts, msg string) {
 			if o.token == "" {
 				return o, "ERR redlock-proxy: TOKEN must not be empty"
 			}
+		case opt == "wait" && !waitSet && i+1 < len(args):
+			i++
+			ms, err := parseInt(args[i])
+			switch {
+			case err != nil:
+				return o, "ERR timeout is not an integer or out of range"
+			case ms < 0:
+				return o, "ERR timeout is negative"
+			case ms > maxTTLms:
+				return o, "ERR timeout is out of range"
+			}
+			o.wait, waitSet = time.Duration(ms)*time.Millisecond, true
 		case opt == "reentrant" && !o.reentrant:
 			o.reentrant = true
 		default:
@@ -120,10 +134,16 @@ func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 	}
 }
 
-// acquireNative runs one fenced acquire.
+// acquireNative runs one fenced acquire, or, with WAIT, waits its turn
+// among this proxy's waiters for the key (see lockwait.go).
 func (s *Server) acquireNative(o acquireOpts) (*redlock.FenceGrant, error) {
-	g, _, err := s.fencedOnce(o)
-	return g, err
+	if o.wait <= 0 {
+		g, _, err := s.fencedOnce(o)
+		return g, err
+	}
+	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, func() (*redlock.FenceGrant, time.Duration, error) {
+		return s.fencedOnce(o)
+	})
 }
 
 // fencedOnce is one fenced acquire, counted in the acquire metrics.
@@ -164,6 +184,9 @@ func (s *Server) releaseNative(key, token string) (bool, error) {
 	start := time.Now()
 	r, err := s.rl.ReleaseFenced(ctx, key, token)
 	s.m.done(opReleaseLbl, r.Released, err, time.Since(start))
+	if r.Freed {
+		s.waits.wake(key)
+	}
 	return r.Released, err
 }
 

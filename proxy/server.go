@@ -31,6 +31,7 @@ type Server struct {
 	rl      *redlock.Client
 	be      *backend
 	scripts *scriptCache
+	waits   waitQueues // LOCK.ACQUIRE … WAIT
 	srv     *redcon.Server
 	started time.Time
 
