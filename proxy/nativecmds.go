@@ -20,27 +20,32 @@ import (
 // acquireOpts are the parsed arguments of LOCK.ACQUIRE.
 type acquireOpts struct {
 	key       string
-	ttl       time.Duration
+	ttl       time.Duration // 0 with lease
+	lease     bool          // bound to the client's connection
 	token     string        // "" when the proxy generates it
 	wait      time.Duration // 0: answer at once
 	reentrant bool
 }
 
-// parseAcquire reads LOCK.ACQUIRE key ttl_ms [TOKEN v] [WAIT ms]
+// parseAcquire reads LOCK.ACQUIRE key (ttl_ms | LEASE) [TOKEN v] [WAIT ms]
 // [REENTRANT]; msg is the error reply for bad arguments.
 func parseAcquire(args [][]byte) (o acquireOpts, msg string) {
 	if len(args) < 3 {
 		return o, wrongArgsMsg("lock.acquire")
 	}
 	o.key = string(args[1])
-	ms, err := parseInt(args[2])
-	switch {
-	case err != nil:
-		return o, "ERR value is not an integer or out of range"
-	case ms <= 0 || ms > maxTTLms:
-		return o, "ERR invalid expire time in 'lock.acquire' command"
+	if strings.EqualFold(string(args[2]), "lease") {
+		o.lease = true
+	} else {
+		ms, err := parseInt(args[2])
+		switch {
+		case err != nil:
+			return o, "ERR value is not an integer or out of range"
+		case ms <= 0 || ms > maxTTLms:
+			return o, "ERR invalid expire time in 'lock.acquire' command"
+		}
+		o.ttl = time.Duration(ms) * time.Millisecond
 	}
-	o.ttl = time.Duration(ms) * time.Millisecond
 	tokenSet, waitSet := false, false
 	for i := 3; i < len(args); i++ {
 		switch opt := strings.ToLower(string(args[i])); {
@@ -116,6 +121,10 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if o.token == "" {
 		o.token = newToken()
 	}
+	if o.lease {
+		s.acquireLease(c, st, o)
+		return
+	}
 	g, err := s.acquireNative(o)
 	writeGrant(c, g, err)
 }
@@ -167,7 +176,10 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if !s.nativeKey(c, args[1]) {
 		return
 	}
-	ok, err := s.releaseNative(string(args[1]), string(args[2]))
+	ok, freed, err := s.releaseNative(string(args[1]), string(args[2]))
+	if ls := st.leases.Load(); ls != nil && freed {
+		ls.drop(string(args[1]), string(args[2]))
+	}
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -178,7 +190,7 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-func (s *Server) releaseNative(key, token string) (bool, error) {
+func (s *Server) releaseNative(key, token string) (released, freed bool, err error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
@@ -187,7 +199,7 @@ func (s *Server) releaseNative(key, token string) (bool, error) {
 	if r.Freed {
 		s.waits.wake(key)
 	}
-	return r.Released, err
+	return r.Released, r.Freed, err
 }
 
 // cmdLockExtend sets the lock's TTL: the new validity in ms, or 0 when the

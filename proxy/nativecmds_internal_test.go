@@ -6,7 +6,7 @@ import "testing"
 // an error reply; nothing panics.
 func FuzzParseAcquire(f *testing.F) {
 	f.Add("k", "1000", "TOKEN", "t", "REENTRANT")
-	f.Add("k", "10", "WAIT", "10", "token")
+	f.Add("k", "lease", "WAIT", "10", "token")
 	f.Add("k", "-1", "", "", "")
 	f.Add("k", "99999999999999999999", "WAIT", "-1", "x")
 	f.Fuzz(func(t *testing.T, key, ttl, a, b, c string) {
@@ -20,7 +20,7 @@ func FuzzParseAcquire(f *testing.F) {
 		if msg != "" {
 			return
 		}
-		if o.key != key || o.ttl <= 0 || (o.reentrant && o.token == "") {
+		if o.key != key || (o.ttl <= 0) != o.lease || (o.reentrant && o.token == "") {
 			t.Fatalf("%q parsed to %+v", args, o)
 		}
 	})

@@ -50,6 +50,14 @@ func proxyBinary(t *testing.T) string {
 // client of it.
 func startBinary(t *testing.T, masters []string, extra string) *redis.Client {
 	t.Helper()
+	c, _ := startBinaryKill(t, masters, extra)
+	return c
+}
+
+// startBinaryKill is startBinary that also returns a function that kills
+// the process (SIGKILL).
+func startBinaryKill(t *testing.T, masters []string, extra string) (*redis.Client, func()) {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	body := fmt.Sprintf("[proxy]\nlisten = %q\n%s\n[redlock]\nmasters = [\"%s\"]\nnode_timeout = \"200ms\"\nrestart_guard_window = \"1s\"\n[log]\nlevel = \"error\"\nformat = \"json\"\n",
@@ -62,7 +70,9 @@ func startBinary(t *testing.T, masters []string, extra string) *redis.Client {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	var once sync.Once
+	kill := func() { once.Do(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() }) }
+	t.Cleanup(kill)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, ReadTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
@@ -71,7 +81,7 @@ func startBinary(t *testing.T, masters []string, extra string) *redis.Client {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return c
+	return c, kill
 }
 
 // grantReader returns a reader of LOCK.ACQUIRE replies: token, fence,

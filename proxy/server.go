@@ -32,8 +32,10 @@ type Server struct {
 	be      *backend
 	scripts *scriptCache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
-	srv     *redcon.Server
-	started time.Time
+	// leasesActive counts LOCK.ACQUIRE … LEASE locks being renewed.
+	leasesActive atomic.Int64
+	srv          *redcon.Server
+	started      time.Time
 
 	mu      sync.Mutex
 	ln      net.Listener
@@ -139,10 +141,15 @@ func (s *Server) Serve() error {
 	return err
 }
 
-// Close stops accepting clients, closes every client connection and the
-// connections to the masters.
+// Close stops accepting clients, closes every client connection (releasing
+// their leases) and the connections to the masters.
 func (s *Server) Close() error {
 	err := s.srv.Close()
+	// Closed clients release their leases on their own goroutines: give
+	// them a moment before the masters' connections go.
+	for deadline := time.Now().Add(time.Second); s.leasesActive.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s.httpLn != nil {
 		_ = s.http.Close()
 	}
@@ -175,6 +182,11 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	if st, ok := c.Context().(*client); ok && st.pinned != nil {
 		st.pinned.close()
 		st.pinned = nil
+	}
+	if st, ok := c.Context().(*client); ok {
+		if ls := st.leases.Load(); ls != nil {
+			ls.closeAll() // the leases release their locks on their own goroutines
+		}
 	}
 }
 

@@ -302,9 +302,18 @@ type FenceRelease struct {
 // last hold deletes it. Masters that have not answered when the outcome is
 // decided still get the release.
 func (c *Client) ReleaseFenced(ctx context.Context, key, token string) (FenceRelease, error) {
+	return c.releaseFenced(ctx, key, token, "one")
+}
+
+// ReleaseFencedAll is ReleaseFenced giving back every hold at once.
+func (c *Client) ReleaseFencedAll(ctx context.Context, key, token string) (FenceRelease, error) {
+	return c.releaseFenced(ctx, key, token, "all")
+}
+
+func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (FenceRelease, error) {
 	c.WaitWrites(ctx, key)
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, fenceReleaseScript, FenceKeys(key), token).Int64()
+		return n.run(nctx, fenceReleaseScript, FenceKeys(key), token, holds).Int64()
 	})
 	deleted, kept, answered := 0, 0, 0
 	var errs []error

@@ -66,15 +66,15 @@ redis.call('HINCRBY', KEYS[3], 'holds', -1)
 redis.call('HDEL', KEYS[3], 'attempt')
 return 1`)
 
-// fenceReleaseScript gives back one hold of token ARGV[1]; the last one
-// deletes the lock: 1 deleted, 2 still held (holds left), 0 held by another
-// token, -1 absent.
+// fenceReleaseScript gives back one hold of token ARGV[1], or all of them
+// when ARGV[2] is "all"; the last one deletes the lock: 1 deleted, 2 still
+// held (holds left), 0 held by another token, -1 absent.
 var fenceReleaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
 local h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') - 1
-if h <= 0 then
+if h <= 0 or ARGV[2] == 'all' then
   redis.call('DEL', KEYS[1], KEYS[3])
   return 1
 end
