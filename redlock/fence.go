@@ -82,7 +82,8 @@ type FenceResult struct {
 
 type fenceVote struct {
 	state   int64 // 1 taken, 2 reentered, 0 refused
-	counter int64 // counter (taken, refused) or the grant's fence (reentered)
+	counter int64 // the master's counter after the script
+	fence   int64 // reentered: the grant's number, 0 if it had none
 	holds   int64
 	holder  string
 	pttl    time.Duration
@@ -146,7 +147,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	holders := map[string]int{}
 	var res FenceResult
 	var maxCounter, maxFence, holds int64
-	reentered, ran := 0, 0
+	reentered, ran := 0, 0 // reentered: votes of reentries that kept a number
 	for _, r := range got {
 		switch {
 		case r.err == errMasterDown:
@@ -172,9 +173,9 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		default:
 			t.yes++
 			holds = max(holds, r.val.holds)
-			if r.val.state == 2 {
+			if r.val.state == 2 && r.val.fence > 0 {
 				reentered++
-				maxFence = max(maxFence, r.val.counter)
+				maxFence = max(maxFence, r.val.fence)
 			}
 		}
 	}
@@ -183,7 +184,9 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	case t.yes >= t.quorum:
 		f := maxCounter
 		if reentered == t.yes {
-			f = maxFence // every vote is a reentry: the grant keeps its number
+			// Every vote is a reentry of a fenced grant: it keeps its
+			// number. Otherwise the grant is new, at least in part.
+			f = maxFence
 		}
 		if c.opts.fenceSingle {
 			f = singleCounter(c, got)
@@ -212,7 +215,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 // the lock, and grants the lock when a quorum of trusted masters still
 // holding it did so with validity left.
 func (c *Client) commitFence(ctx context.Context, keys []string, token string, f int64, ttl time.Duration, start time.Time) (*FenceGrant, error) {
-	if c.opts.fenceSingle {
+	if c.opts.fenceSingle || c.opts.noFenceCommit {
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
 	}
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
@@ -275,9 +278,15 @@ func fenceVoteOn(ctx context.Context, n *node, keys []string, token string, ttl 
 		return fenceVote{}, fmt.Errorf("unexpected acquire reply %v", vals)
 	}
 	v := fenceVote{state: toInt(vals[0]), counter: toInt(vals[1])}
-	if v.state > 0 {
+	switch {
+	case v.state == 1:
 		v.holds = toInt(vals[2])
 		return v, nil
+	case v.state == 2 && len(vals) > 3:
+		v.fence, v.holds, v.counter = v.counter, toInt(vals[2]), toInt(vals[3])
+		return v, nil
+	case v.state == 2:
+		return fenceVote{}, fmt.Errorf("unexpected acquire reply %v", vals)
 	}
 	v.holder = fmt.Sprint(vals[2])
 	if len(vals) > 3 {

@@ -14,7 +14,9 @@ import "github.com/redis/go-redis/v9"
 // Free key: SET it, INCR the counter (never expires), start the state hash
 // {fence, holds = 1, attempt, kind = "new"}: {1, counter, 1}.
 // Held by the same token and reentrant: one more hold, the TTL of lock and
-// state raised to at least ARGV[2]: {2, the grant's fence, holds}.
+// state raised to at least ARGV[2]: {2, the grant's fence, holds, counter}.
+// A lock taken by other means (SET NX) has no fence yet: it takes the next
+// counter value, and its fence is reported as 0.
 // Otherwise: {0, counter, holder, holder's PTTL}.
 var fenceAcquireScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
@@ -31,12 +33,18 @@ if v == false then
 end
 if v == ARGV[1] and ARGV[3] == '1' then
   local h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') + 1
-  local f = tonumber(redis.call('HGET', KEYS[3], 'fence') or c)
+  local f = tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')
+  local nf = f
+  if f == 0 then
+    c = c + 1
+    redis.call('SET', KEYS[2], c)
+    nf = c
+  end
   local left = redis.call('PTTL', KEYS[1])
   if left >= 0 and left < ttl then redis.call('PEXPIRE', KEYS[1], ttl) else ttl = left end
-  redis.call('HSET', KEYS[3], 'fence', f, 'holds', h, 'attempt', ARGV[4], 'kind', 'reentry')
+  redis.call('HSET', KEYS[3], 'fence', nf, 'holds', h, 'attempt', ARGV[4], 'kind', 'reentry')
   if ttl > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
-  return {2, f, h}
+  return {2, f, h, c}
 end
 return {0, c, v, redis.call('PTTL', KEYS[1])}`)
 

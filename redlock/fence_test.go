@@ -214,3 +214,50 @@ func TestFenceReentrant(t *testing.T) {
 		t.Fatalf("after expiry: %v", err)
 	}
 }
+
+// A lock taken with SET NX has no number; a reentrant acquire of it gets a
+// new one, larger than every earlier grant's.
+func TestFenceReentryOfPlainLock(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := fenceClient(t, redistest.Addrs(ms), WithRestartGuard(0))
+	ctx := context.Background()
+	f := grantOnce(t, c, "k")
+	if _, err := c.Acquire(ctx, "k", "t1", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.AcquireFenced(ctx, "k", "t1", 5*time.Second, true)
+	if err != nil || r.Grant.Fence <= f || r.Grant.Holds != 2 {
+		t.Fatalf("reentry of a SET NX lock: %+v %v, want a number above %d", r.Grant, err, f)
+	}
+}
+
+// The write-back of step 2 is what makes a later quorum see the number:
+// master 0 is ahead (masters 1 and 2 lost their counters long ago), a
+// grant answers master 0's number, then master 0 goes away. With the
+// write-back, masters 1 and 2 were raised to that number and the next
+// grant is larger; without it, the number goes backwards.
+func TestFenceWriteBack(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "write_back", false: "no_write_back_goes_backwards"}[commit], func(t *testing.T) {
+			ms := redistest.StartN(t, 3)
+			c := fenceClient(t, redistest.Addrs(ms), WithRestartGuard(0))
+			c.opts.noFenceCommit = !commit
+			ctx := context.Background()
+			for i, n := range []int{9, 2, 2} {
+				m := ms[i].Client()
+				m.Set(ctx, FenceKeys("k")[1], n, 0)
+				m.Close()
+			}
+			f1 := grantOnce(t, c, "k") // answered once a quorum has the number
+			ms[0].Kill()
+			f2 := grantOnce(t, c, "k")
+			t.Logf("numbers: %d, then %d without master 0", f1, f2)
+			if commit && f2 <= f1 {
+				t.Fatalf("fencing number went backwards: %d after %d", f2, f1)
+			}
+			if !commit && f2 > f1 {
+				t.Fatal("without the write-back the number still grew: the control shows nothing")
+			}
+		})
+	}
+}
