@@ -251,22 +251,22 @@ func TestLockCmdNoQuorum(t *testing.T) {
 }
 
 // Clients of two proxy processes compete for one key while one master is
-// restarted empty; every grant's fencing number must exceed every earlier
-// one. A grant is recorded when its reply arrives and released afterwards,
-// so the next grant's reply arrives later: sorted by arrival, the numbers
-// must strictly increase.
+// restarted empty; every grant's fencing number must exceed that of every
+// grant answered before it was asked for. (Grants whose request and reply
+// overlap in time may come in either order and are not compared.)
 func TestFenceTwoProxiesMonotonic(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	time.Sleep(1100 * time.Millisecond) // the masters outlive the 1 s guard window
 	proxies := []*redis.Client{startBinary(t, redistest.Addrs(ms), ""), startBinary(t, redistest.Addrs(ms), "")}
 	type grant struct {
-		at    time.Time
-		fence int64
-		phase int
+		sent, recv time.Time
+		fence      int64
+		phase      int
 	}
 	var mu sync.Mutex
 	var grants []grant
 	var phase int // 0 before the restart, 1 guarded, 2 after the guard
+	refused := [3]map[string]int{{}, {}, {}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
@@ -280,7 +280,19 @@ func TestFenceTwoProxiesMonotonic(t *testing.T) {
 					return
 				default:
 				}
-				v, err := c.Do(ctx, "LOCK.ACQUIRE", "fenced", 5000).Result()
+				sent := time.Now()
+				// The TTL equals the guard window, so the guard is not
+				// stretched by longer grants.
+				v, err := c.Do(ctx, "LOCK.ACQUIRE", "fenced", 1000).Result()
+				recv := time.Now()
+				mu.Lock()
+				p := phase
+				if err != nil {
+					refused[p][err.Error()]++
+				} else {
+					grants = append(grants, grant{sent, recv, v.([]any)[1].(int64), p})
+				}
+				mu.Unlock()
 				if err != nil {
 					if !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "NOQUORUM") {
 						t.Errorf("acquire: %v", err)
@@ -289,43 +301,73 @@ func TestFenceTwoProxiesMonotonic(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				a := v.([]any)
-				mu.Lock()
-				grants = append(grants, grant{time.Now(), a[1].(int64), phase})
-				mu.Unlock()
-				if err := c.Do(ctx, "LOCK.RELEASE", "fenced", a[0]).Err(); err != nil {
+				if err := c.Do(ctx, "LOCK.RELEASE", "fenced", v.([]any)[0]).Err(); err != nil {
 					t.Errorf("release: %v", err)
 					return
 				}
 			}
 		}(proxies[w%2])
 	}
-	setPhase := func(p int) { mu.Lock(); phase = p; mu.Unlock() }
-	time.Sleep(time.Second)
-	ms[0].Restart()
-	setPhase(1)
-	time.Sleep(1200 * time.Millisecond) // the guard window of the restarted master
-	setPhase(2)
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	sort.Slice(grants, func(i, j int) bool { return grants[i].at.Before(grants[j].at) })
-	per := [3]int{}
-	for i, g := range grants {
-		per[g.phase]++
-		if i > 0 && g.fence <= grants[i-1].fence {
-			t.Fatalf("grant %d: fence %d after %d", i, g.fence, grants[i-1].fence)
+	// Each phase lasts until it has seen grants (at most 20 s), and the
+	// guarded one at least the guard window.
+	run := func(p int, least time.Duration) {
+		mu.Lock()
+		phase = p
+		mu.Unlock()
+		start := time.Now()
+		for {
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			n := 0
+			for _, g := range grants {
+				if g.phase == p {
+					n++
+				}
+			}
+			mu.Unlock()
+			if n >= 50 && time.Since(start) >= least {
+				return
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Errorf("phase %d: %d grants in 20 s", p, n)
+				return
+			}
 		}
 	}
-	t.Logf("%d grants (before the restart, guarded, after): %v; last fence %d", len(grants), per, grants[len(grants)-1].fence)
-	if per[0] == 0 || per[2] == 0 {
-		t.Fatalf("too few grants to show anything: %v", per)
+	run(0, 0)
+	ms[0].Restart()
+	run(1, 1200*time.Millisecond)
+	run(2, 0)
+	close(stop)
+	wg.Wait()
+	// Sorted by request time, each grant must exceed every grant answered
+	// before its request.
+	byRecv := append([]grant(nil), grants...)
+	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].recv.Before(byRecv[j].recv) })
+	sort.Slice(grants, func(i, j int) bool { return grants[i].sent.Before(grants[j].sent) })
+	seen := map[int64]bool{}
+	per := [3]int{}
+	var before int64 // the largest number answered before the current request
+	k := 0
+	for _, g := range grants {
+		for ; k < len(byRecv) && byRecv[k].recv.Before(g.sent); k++ {
+			before = max(before, byRecv[k].fence)
+		}
+		if g.fence <= before {
+			t.Fatalf("a grant asked for after number %d was answered got %d", before, g.fence)
+		}
+		if seen[g.fence] {
+			t.Fatalf("number %d granted twice", g.fence)
+		}
+		seen[g.fence] = true
+		per[g.phase]++
 	}
-	// The restarted master caught up: its counter is the last number.
+	t.Logf("%d grants (before the restart, guarded, after): %v; largest %d; refusals %v", len(grants), per, before, refused)
+	// The restarted master caught up with the numbers.
 	mc := ms[0].Client()
 	defer mc.Close()
 	eventually(t, "the restarted master's counter caught up", func() bool {
 		n, _ := mc.Get(context.Background(), redlock.FenceKeys("fenced")[1]).Int64()
-		return n >= grants[len(grants)-1].fence
+		return n >= before
 	})
 }

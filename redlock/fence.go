@@ -339,8 +339,7 @@ func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (F
 		if x.err == nil {
 			answered++
 		}
-		pending := len(c.nodes) - len(got)
-		return deleted+kept >= c.quorum || deleted+kept+pending < c.quorum
+		return decided(deleted+kept, answered, len(c.nodes)-len(got), c.quorum)
 	})
 	r := FenceRelease{Released: deleted+kept >= c.quorum, Freed: deleted >= c.quorum}
 	if !r.Released && answered < c.quorum {
@@ -372,7 +371,7 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 		case r.val == 1 && r.trusted:
 			yes++
 		}
-		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
+		return decided(yes, len(got)-failed, len(c.nodes)-len(got), c.quorum)
 	})
 	if yes >= c.quorum {
 		v := validity(ttl, time.Since(start), c.opts.drift)
@@ -382,6 +381,20 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 		return 0, false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
 	}
 	return 0, false, nil
+}
+
+// decided reports whether a release or extend can stop waiting: yes votes
+// reached the quorum, or they cannot, and the masters that answered are
+// either enough to say "not held" or too few even with the pending ones
+// (then the answer is a quorum error, whatever order the replies came in).
+func decided(yes, answered, pending, quorum int) bool {
+	switch {
+	case yes >= quorum:
+		return true
+	case yes+pending >= quorum:
+		return false
+	}
+	return answered >= quorum || answered+pending < quorum
 }
 
 // FenceMaster is what one master holds of a fenced lock.
