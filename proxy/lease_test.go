@@ -78,6 +78,7 @@ func TestLockCmdLeaseRelease(t *testing.T) {
 // A proxy that dies renews nothing: the lease expires by its TTL.
 func TestLockCmdLeaseExpiresWhenProxyDies(t *testing.T) {
 	ms := redistest.StartN(t, 3)
+	time.Sleep(1100 * time.Millisecond) // the masters outlive the 1 s guard window
 	c, kill := startBinaryKill(t, redistest.Addrs(ms), `lease_ttl = "1s"`)
 	tok, _, _, ok := grantReader(t)(c.Do(context.Background(), "LOCK.ACQUIRE", "leased", "LEASE").Result())
 	if !ok {
@@ -106,5 +107,19 @@ func TestLockCmdLeaseExpiresWhenProxyDies(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		mc.Close()
+	}
+}
+
+// A proxy that shuts down releases its clients' leases before it goes.
+func TestLockCmdLeaseReleasedOnShutdown(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	if _, _, _, ok := grantReader(t)(e.do("LOCK.ACQUIRE", key, "LEASE")); !ok {
+		t.Fatal("LEASE not granted")
+	}
+	eventually(t, "held on every master", func() bool { return count(e.onMasters(key), "") == 0 })
+	_ = e.srv.Close()
+	if vals := e.onMasters(key); count(vals, "") < 2 {
+		t.Fatalf("after shutdown the lease is still held: %q", vals)
 	}
 }
