@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -132,7 +133,7 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 	switch {
 	case err != nil && !errors.Is(err, redlock.ErrNotAcquired):
-		writeErr(c, err)
+		nativeErr(c, err)
 	case g == nil:
 		c.WriteRaw([]byte("*-1\r\n")) // as BLPOP answers a timeout
 	default:
@@ -182,7 +183,7 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		nativeErr(c, err)
 	case ok:
 		c.WriteInt(1)
 	default:
@@ -224,7 +225,7 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	v, ok, err := s.extendNative(string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond)
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		nativeErr(c, err)
 	case ok:
 		c.WriteInt64(max(v.Milliseconds(), 1))
 	default:
@@ -258,7 +259,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	defer cancel()
 	info, err := s.rl.InfoFenced(ctx, string(args[1]))
 	if err != nil {
-		writeErr(c, err)
+		nativeErr(c, err)
 		return
 	}
 	c.WriteArray(10)
@@ -274,11 +275,16 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	c.WriteArray(len(info.Masters))
 	for i, m := range info.Masters {
 		if m.Err != nil {
+			msg := "no answer"
+			var re redis.Error
+			if errors.As(m.Err, &re) {
+				msg = re.Error() // the master's own error reply
+			}
 			c.WriteArray(4)
 			c.WriteBulkString("master")
 			c.WriteInt(i)
 			c.WriteBulkString("error")
-			c.WriteBulkString("no answer")
+			c.WriteBulkString(msg)
 			continue
 		}
 		c.WriteArray(14)
@@ -305,6 +311,31 @@ func ms(d time.Duration) int64 {
 		return int64(d)
 	}
 	return d.Milliseconds()
+}
+
+// nativeErr answers an error of a native command: the masters' own error
+// when every master that failed answered with one (a key of another type,
+// a fencing counter that is not a number), else as writeErr does.
+func nativeErr(c redcon.Conn, err error) {
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) && len(qe.Nodes) > 0 {
+		var first redis.Error
+		for _, ne := range qe.Nodes {
+			var re redis.Error
+			if !errors.As(ne, &re) {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = re
+			}
+		}
+		if first != nil {
+			c.WriteError(first.Error())
+			return
+		}
+	}
+	writeErr(c, err)
 }
 
 func writeOptString(c redcon.Conn, s *string) {

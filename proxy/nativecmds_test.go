@@ -371,3 +371,32 @@ func TestFenceTwoProxiesMonotonic(t *testing.T) {
 		return n >= before
 	})
 }
+
+// A key of another type, or a fencing counter that is not a number, gets
+// the masters' own error, not NOQUORUM, and locks nothing.
+func TestLockCmdMasterErrors(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	for i, m := range e.masters {
+		mc := m.Client()
+		mc.Set(context.Background(), redlock.FenceKeys(key)[1], "garbage", 0)
+		if i < 2 {
+			mc.HSet(context.Background(), e.key("h"), "f", "v")
+		}
+		mc.Close()
+	}
+	_, err := e.do("LOCK.ACQUIRE", key, 1000)
+	mustEqual(t, "garbage counter", fmt.Sprint(err), "ERR redlock-proxy: the fencing counter of this key is not a number")
+	_, err = e.do("LOCK.ACQUIRE", e.key("h"), 1000)
+	if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("a hash on two masters: %v, want WRONGTYPE", err)
+	}
+	v, err := e.do("LOCK.INFO", e.key("h"))
+	if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("LOCK.INFO: %v %v", v, err)
+	}
+	if n := count(e.onMasters(key), ""); n != 3 {
+		t.Fatalf("%d masters hold the refused lock", 3-n)
+	}
+	mustEqual(t, "the free master's copy of the refused lock", e.onMasters(e.key("h"))[2], "")
+}

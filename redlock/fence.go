@@ -152,6 +152,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		switch {
 		case r.err == errMasterDown:
 			t.failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
 			c.flights.end(keys[:1]) // sent nothing: no write pending
 			continue
 		case r.err != nil:
@@ -427,7 +428,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 		if len(vals) != 5 {
 			return FenceMaster{}, fmt.Errorf("unexpected info reply %v", vals)
 		}
-		m := FenceMaster{PTTL: time.Duration(toInt(vals[1])) * time.Millisecond, Counter: toInt(vals[2])}
+		m := FenceMaster{PTTL: time.Duration(toInt(vals[1])) * time.Millisecond, Counter: atoi(vals[2])}
 		if s, ok := vals[0].(string); ok {
 			m.Token = &s
 		}

@@ -21,6 +21,7 @@ import "github.com/redis/go-redis/v9"
 var fenceAcquireScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c == nil then return redis.error_reply('ERR redlock-proxy: the fencing counter of this key is not a number') end
 local ttl = tonumber(ARGV[2])
 if v == false then
   c = c + 1
@@ -54,7 +55,7 @@ return {0, c, v, redis.call('PTTL', KEYS[1])}`)
 // lets a master that lost it catch up.
 var fenceCommitScript = redis.NewScript(`
 local f = tonumber(ARGV[2])
-if tonumber(redis.call('GET', KEYS[2]) or '0') < f then redis.call('SET', KEYS[2], f) end
+if (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) < f then redis.call('SET', KEYS[2], f) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if tonumber(redis.call('HGET', KEYS[3], 'fence') or '0') < f then redis.call('HSET', KEYS[3], 'fence', f) end
 return 1`)
@@ -100,9 +101,8 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1`)
 
-// fenceInfoScript answers {token or nil, PTTL, counter, fence or nil,
-// holds or nil}.
+// fenceInfoScript answers {token or nil, PTTL, counter or nil, fence or
+// nil, holds or nil}.
 var fenceInfoScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]),
-  tonumber(redis.call('GET', KEYS[2]) or '0'),
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
   redis.call('HGET', KEYS[3], 'fence'), redis.call('HGET', KEYS[3], 'holds')}`)
