@@ -132,7 +132,11 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 			// it did not add: no master's votes need withholding meanwhile.
 			if rollback && (err != nil || v.state > 0) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				_ = n.run(rctx, fenceUndoScript, keys, token, attempt).Err()
+				which := attempt
+				if c.opts.undoByToken {
+					which = ""
+				}
+				_ = n.run(rctx, fenceUndoScript, keys, token, which).Err()
 				cancel()
 			}
 			c.flights.end(keys[:1])
@@ -216,7 +220,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 // the lock, and grants the lock when a quorum of trusted masters still
 // holding it did so with validity left.
 func (c *Client) commitFence(ctx context.Context, keys []string, token string, f int64, ttl time.Duration, start time.Time) (*FenceGrant, error) {
-	if c.opts.fenceSingle || c.opts.noFenceCommit {
+	if c.opts.fenceSingle || c.opts.noWriteBack {
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
 	}
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
@@ -241,7 +243,7 @@ func TestFenceWriteBack(t *testing.T) {
 		t.Run(map[bool]string{true: "write_back", false: "no_write_back_goes_backwards"}[commit], func(t *testing.T) {
 			ms := redistest.StartN(t, 3)
 			c := fenceClient(t, redistest.Addrs(ms), WithRestartGuard(0))
-			c.opts.noFenceCommit = !commit
+			c.opts.noWriteBack = !commit
 			ctx := context.Background()
 			for i, n := range []int{9, 2, 2} {
 				m := ms[i].Client()
@@ -278,5 +280,70 @@ func TestFenceDecided(t *testing.T) {
 		if got := decided(c.yes, c.answered, c.pending, 2); got != c.want {
 			t.Errorf("decided(%d yes, %d answered, %d pending) = %v", c.yes, c.answered, c.pending, got)
 		}
+	}
+}
+
+// The same token tried twice: the first attempt's undo reaches one master
+// late, after the second attempt took it there. The undo names its attempt,
+// so it leaves the second attempt's lock alone. Undone by token instead (as
+// the plain release script would), it deletes that copy, and the granted
+// lock is left on fewer than a quorum.
+func TestFenceLateUndoOfEarlierAttempt(t *testing.T) {
+	for _, byAttempt := range []bool{true, false} {
+		t.Run(map[bool]string{true: "by_attempt", false: "by_token_shows_the_hazard"}[byAttempt], func(t *testing.T) {
+			ms := redistest.StartN(t, 3)
+			relay := redistest.NewRelay(t, ms[2].Addr)
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, relay.Addr()},
+				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithRestartGuard(0), WithMarkDown(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.opts.undoByToken = !byAttempt
+			ctx := context.Background()
+			for _, m := range ms {
+				mc := m.Client()
+				for _, s := range []interface {
+					Load(context.Context, redis.Scripter) *redis.StringCmd
+				}{fenceAcquireScript, fenceCommitScript, fenceUndoScript, fenceReleaseScript, readScript} {
+					s.Load(ctx, mc)
+				}
+				mc.Close()
+			}
+			for i := 0; i < 4; i++ { // idle pooled connections to every master
+				go c.Read(ctx, "warm")
+			}
+			time.Sleep(100 * time.Millisecond)
+			m1 := ms[1].Client()
+			defer m1.Close()
+			m1.Set(ctx, "k", "other", 10*time.Second) // another holder on one master
+
+			relay.Delay.Store(int64(400 * time.Millisecond))
+			if _, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("first attempt: %v, want not acquired", err)
+			}
+			time.Sleep(50 * time.Millisecond) // its SET and undo are now held in the relay
+			relay.Delay.Store(0)
+			r, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false)
+			if err != nil {
+				t.Fatalf("second attempt: %v", err)
+			}
+			time.Sleep(700 * time.Millisecond) // the delayed SET and undo land
+			held := 0
+			for _, m := range []*redistest.Server{ms[0], ms[2]} {
+				mc := m.Client()
+				if v, _ := mc.Get(ctx, "k").Result(); v == "tok" {
+					held++
+				}
+				mc.Close()
+			}
+			t.Logf("granted with fence %d; now held on %d of the 2 masters that granted it", r.Grant.Fence, held)
+			if byAttempt && held < c.Quorum() {
+				t.Fatal("a late undo of the first attempt deleted the second attempt's lock")
+			}
+			if !byAttempt && held >= c.Quorum() {
+				t.Fatal("the late undo did not land after the second attempt: the test shows nothing")
+			}
+		})
 	}
 }

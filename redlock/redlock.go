@@ -24,21 +24,22 @@ type Client struct {
 }
 
 type options struct {
-	quorum        int
-	drift         float64
-	nodeTimeout   time.Duration
-	retries       int
-	retryDelay    time.Duration
-	guardWindow   time.Duration
-	poolSize      int
-	downAfter     int
-	probeEvery    time.Duration
-	redisOpts     func(i int, o *redis.Options)
-	logf          func(format string, args ...any)
-	longestTTL    *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
-	noTaint       bool          // tests only: count the votes of masters whose rollback is in doubt
-	fenceSingle   bool          // tests only: take a fenced grant's number from one master, unsafe
-	noFenceCommit bool          // tests only: answer a fenced grant without writing its number back, unsafe
+	quorum      int
+	drift       float64
+	nodeTimeout time.Duration
+	retries     int
+	retryDelay  time.Duration
+	guardWindow time.Duration
+	poolSize    int
+	downAfter   int
+	probeEvery  time.Duration
+	redisOpts   func(i int, o *redis.Options)
+	logf        func(format string, args ...any)
+	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
+	noTaint     bool          // tests only: count the votes of masters whose rollback is in doubt
+	fenceSingle bool          // tests only: take a fenced grant's number from one master, unsafe
+	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
+	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
 }
 
 // Option configures a Client.
