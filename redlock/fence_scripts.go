@@ -12,7 +12,9 @@ import "github.com/redis/go-redis/v9"
 // (fenceUndoScript undoes exactly it).
 //
 // Free key: SET it, INCR the counter (never expires), start the state hash
-// {fence, holds = 1, attempt, kind = "new"}: {1, counter, 1}.
+// {token, fence, holds = 1, attempt, kind = "new"}: {1, counter, 1}. The
+// state counts only while its token is the lock's: a lock released by other
+// means (the plain unlock script) leaves a stale state behind until its TTL.
 // Held by the same token and reentrant: one more hold, the TTL of lock and
 // state raised to at least ARGV[2]: {2, the grant's fence, holds, counter}.
 // A lock taken by other means (SET NX) has no fence yet: it takes the next
@@ -28,11 +30,12 @@ if v == false then
   redis.call('SET', KEYS[2], c)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
   redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[3], 'fence', c, 'holds', 1, 'attempt', ARGV[4], 'kind', 'new')
+  redis.call('HSET', KEYS[3], 'token', ARGV[1], 'fence', c, 'holds', 1, 'attempt', ARGV[4], 'kind', 'new')
   redis.call('PEXPIRE', KEYS[3], ttl)
   return {1, c, 1}
 end
 if v == ARGV[1] and ARGV[3] == '1' then
+  if redis.call('HGET', KEYS[3], 'token') ~= v then redis.call('DEL', KEYS[3]) end
   local h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') + 1
   local f = tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')
   local nf = f
@@ -43,7 +46,7 @@ if v == ARGV[1] and ARGV[3] == '1' then
   end
   local left = redis.call('PTTL', KEYS[1])
   if left >= 0 and left < ttl then redis.call('PEXPIRE', KEYS[1], ttl) else ttl = left end
-  redis.call('HSET', KEYS[3], 'fence', nf, 'holds', h, 'attempt', ARGV[4], 'kind', 'reentry')
+  redis.call('HSET', KEYS[3], 'token', v, 'fence', nf, 'holds', h, 'attempt', ARGV[4], 'kind', 'reentry')
   if ttl > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
   return {2, f, h, c}
 end
@@ -56,7 +59,7 @@ return {0, c, v, redis.call('PTTL', KEYS[1])}`)
 var fenceCommitScript = redis.NewScript(`
 local f = tonumber(ARGV[2])
 if (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) < f then redis.call('SET', KEYS[2], f) end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[3], 'token') ~= ARGV[1] then return 0 end
 if tonumber(redis.call('HGET', KEYS[3], 'fence') or '0') < f then redis.call('HSET', KEYS[3], 'fence', f) end
 return 1`)
 
@@ -83,7 +86,8 @@ var fenceReleaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
-local h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') - 1
+local h = 0
+if redis.call('HGET', KEYS[3], 'token') == v then h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') - 1 end
 if h <= 0 or ARGV[2] == 'all' then
   redis.call('DEL', KEYS[1], KEYS[3])
   return 1
@@ -99,11 +103,15 @@ local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
+if redis.call('HGET', KEYS[3], 'token') == v then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
 return 1`)
 
 // fenceInfoScript answers {token or nil, PTTL, counter or nil, fence or
-// nil, holds or nil}.
+// nil, holds or nil}; fence and holds only from a state of the token.
 var fenceInfoScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
-  redis.call('HGET', KEYS[3], 'fence'), redis.call('HGET', KEYS[3], 'holds')}`)
+local v = redis.call('GET', KEYS[1])
+local f, h = false, false
+if v and redis.call('HGET', KEYS[3], 'token') == v then
+  f, h = redis.call('HGET', KEYS[3], 'fence'), redis.call('HGET', KEYS[3], 'holds')
+end
+return {v, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), f, h}`)

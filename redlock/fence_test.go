@@ -347,3 +347,26 @@ func TestFenceLateUndoOfEarlierAttempt(t *testing.T) {
 		})
 	}
 }
+
+// A fenced lock released by the plain unlock script leaves its state behind
+// (until its TTL). A later SET NX lock of another token, re-entered with
+// LOCK.ACQUIRE … REENTRANT, must not inherit the earlier grant's number.
+func TestFenceStaleStateNotInherited(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := fenceClient(t, redistest.Addrs(ms), WithRestartGuard(0))
+	ctx := context.Background()
+	g1, err := c.AcquireFenced(ctx, "k", "t1", 5*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Release(ctx, "k", "t1"); err != nil || !r.Released(c.Quorum()) {
+		t.Fatalf("plain release: %+v %v", r, err)
+	}
+	if _, err := c.Acquire(ctx, "k", "t2", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := c.AcquireFenced(ctx, "k", "t2", 5*time.Second, true)
+	if err != nil || g2.Grant.Fence <= g1.Grant.Fence || g2.Grant.Holds != 2 {
+		t.Fatalf("reentry of t2: %+v %v, want a number above t1's %d and 2 holds", g2.Grant, err, g1.Grant.Fence)
+	}
+}
