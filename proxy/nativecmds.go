@@ -140,7 +140,7 @@ func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 		c.WriteArray(3)
 		c.WriteBulkString(g.Token)
 		c.WriteInt64(g.Fence)
-		c.WriteInt64(g.Validity.Milliseconds())
+		c.WriteInt64(max(g.Validity.Milliseconds(), 1)) // granted: some validity is left
 	}
 }
 
