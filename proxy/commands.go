@@ -26,6 +26,7 @@ func init() {
 		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel,
 
 		"eval": cmdEval, "evalsha": cmdEval, "script": cmdScript,
+		"lock.acquire": cmdLockAcquire, "lock.release": cmdLockRelease, "lock.extend": cmdLockExtend, "lock.info": cmdLockInfo,
 
 		"multi": cmdMulti, "exec": cmdExec, "discard": cmdDiscard,
 		"watch": cmdPinned, "unwatch": cmdPinned,
@@ -173,6 +174,7 @@ var lockCommands = map[string]struct{}{
 	"set": {}, "setnx": {}, "get": {}, "exists": {}, "del": {}, "unlink": {}, "pttl": {},
 	"ttl": {}, "pexpire": {}, "expire": {}, "pexpireat": {}, "expireat": {}, "persist": {},
 	"setex": {}, "psetex": {}, "getdel": {}, "eval": {}, "evalsha": {},
+	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
 }
 
 // touchesLockKey reports whether a command would run on the quorum.

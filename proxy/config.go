@@ -116,6 +116,13 @@ type ProxyConfig struct {
 	// WriteTimeout closes a client that does not read its replies: a write
 	// to it that makes no progress for this long fails. 0 waits forever.
 	WriteTimeout Duration `toml:"write_timeout"`
+	// LockWaitPoll is how often a LOCK.ACQUIRE … WAIT at the head of its
+	// key's queue tries again when nothing woke it earlier; it bounds how
+	// late a release through another proxy is noticed.
+	LockWaitPoll Duration `toml:"lock_wait_poll"`
+	// LeaseTTL is the TTL of a LOCK.ACQUIRE … LEASE lock, renewed every
+	// third of it while the client's connection is open.
+	LeaseTTL Duration `toml:"lease_ttl"`
 }
 
 // UserConfig is a client user for "AUTH user password".
@@ -168,6 +175,7 @@ func DefaultConfig() Config {
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
 			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
+			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second},
 		},
 		Redlock: RedlockConfig{
 			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
@@ -238,6 +246,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("proxy.max_query_buffer: %d is outside %d (proxy.max_bulk_len)..%d bytes", c.Proxy.MaxQueryBuffer, c.Proxy.MaxBulkLen, int64(maxSize))
 	case c.Proxy.WriteTimeout.Duration < 0:
 		return errors.New("proxy.write_timeout: must not be negative")
+	case c.Proxy.LockWaitPoll.Duration <= 0:
+		return errors.New("proxy.lock_wait_poll: must be positive")
+	case c.Proxy.LeaseTTL.Duration < 30*time.Millisecond:
+		return errors.New("proxy.lease_ttl: must be at least 30ms")
 	}
 	if c.Metrics.Listen != "" {
 		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {

@@ -1,13 +1,16 @@
 package proxy
 
+import "sync/atomic"
+
 // client is the per-connection state.
 type client struct {
 	id      int64
 	name    string
 	libName string
 	libVer  string
-	pinned  *backendConn // backend connection owned by this client, once it needs one
-	multi   bool         // inside MULTI
-	dirty   bool         // a command was refused inside MULTI: EXEC must abort
-	authed  bool         // AUTH (or HELLO … AUTH) succeeded
+	pinned  *backendConn             // backend connection owned by this client, once it needs one
+	multi   bool                     // inside MULTI
+	dirty   bool                     // a command was refused inside MULTI: EXEC must abort
+	authed  bool                     // AUTH (or HELLO … AUTH) succeeded
+	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
 }

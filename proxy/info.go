@@ -36,8 +36,8 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		fmt.Fprintf(&b, "used_memory:%d\r\nheap_sys:%d\r\ngoroutines:%d\r\n", m.HeapAlloc, m.HeapSys, runtime.NumGoroutine())
 	})
 	section("Clients", func() {
-		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\n",
-			s.clients.Load(), s.maxClients.Load(), counterValue(s.m.connections))
+		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\nlock_waiters:%d\r\nlock_leases:%d\r\n",
+			s.clients.Load(), s.maxClients.Load(), counterValue(s.m.connections), s.waits.waiting(), s.leasesActive.Load())
 	})
 	section("Redlock", func() {
 		ms := s.rl.Status()

@@ -32,7 +32,10 @@ type Server struct {
 	be      *backend
 	mux     *muxPool // shared connections for plain passthrough
 	scripts *scriptCache
-	started time.Time
+	waits   waitQueues // LOCK.ACQUIRE … WAIT
+	// leasesActive counts LOCK.ACQUIRE … LEASE locks being renewed.
+	leasesActive atomic.Int64
+	started      time.Time
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -148,11 +151,16 @@ func (s *Server) Serve() error {
 const closeWait = 5 * time.Second
 
 // Close stops accepting clients, lets each finish the commands it has sent
-// (at most closeWait), closes every client connection, then the connections
-// to the masters and the backend.
+// (at most closeWait), closes every client connection (releasing their
+// leases), then the connections to the masters and the backend.
 func (s *Server) Close() error {
 	s.closeSessions(closeWait)
 	var err error
+	// Closed clients release their leases on their own goroutines: give
+	// them a moment before the masters' connections go.
+	for deadline := time.Now().Add(time.Second); s.leasesActive.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s.httpLn != nil {
 		_ = s.http.Close()
 	}
@@ -188,6 +196,11 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	if st, ok := c.Context().(*client); ok && st.pinned != nil {
 		st.pinned.close()
 		st.pinned = nil
+	}
+	if st, ok := c.Context().(*client); ok {
+		if ls := st.leases.Load(); ls != nil {
+			ls.closeAll() // the leases release their locks on their own goroutines
+		}
 	}
 }
 

@@ -102,11 +102,11 @@ func (s *Server) untrack(ss *session) {
 func (ss *session) serve() {
 	err := ss.loop()
 	_ = ss.cc.Close()
-	ss.s.untrack(ss)
 	if err == io.EOF || ss.s.closing.Load() {
 		err = nil
 	}
-	ss.s.closed(ss, err)
+	ss.s.closed(ss, err) // before untrack: Close waits for what closed starts
+	ss.s.untrack(ss)
 }
 
 // loop reads and runs batches of commands until the client leaves, fails,

@@ -1,7 +1,9 @@
 // Package redlock implements the Redlock distributed lock algorithm over N
 // independent Redis masters: quorum acquire with drift-adjusted validity,
-// release and extend by token, majority reads of lock keys, and a restart
-// guard that withholds the votes of masters that may have lost their data.
+// release and extend by token, majority reads of lock keys, a restart
+// guard that withholds the votes of masters that may have lost their data,
+// and fenced locks whose every grant carries a number larger than all
+// earlier grants of the key (fence.go).
 //
 // The package has no logging and no configuration files; it can be used
 // without the proxy that is built on it.

@@ -1,0 +1,490 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Fenced locks: every grant of a key carries a fencing number that is
+// larger than the number of every earlier grant of that key, whichever
+// client of these masters granted it.
+//
+// Each master keeps a counter per key (FenceKeys), without expiry. Acquiring
+// is two steps:
+//
+//  1. On every master, one script: if the key is free, SET it and INCR the
+//     counter. Every master that answers also reports its counter, whatever
+//     its vote. The step waits for every master (each within the node
+//     timeout) and the number is the largest counter reported: F.
+//  2. When a quorum of trusted masters granted it, F is written back: every
+//     master raises its counter to at least F, and where the key still
+//     holds the token, records F beside the lock. The grant is answered
+//     only once a quorum of trusted masters has done so.
+//
+// Why F only grows. Say grant G1 was answered with F1, G2 answered later.
+// When G1 was answered, a quorum R1 held G1's token and counters ≥ F1 (step
+// 2). G2 was granted by a quorum W2 of masters where the key was free.
+// Quorums intersect: some master m is in both. On m the key held G1's token
+// from G1's step 1 to its step 2, and was free at G2's step 1, so G2's step
+// 1 ran on m either after G1's step 2 — then m's counter was ≥ F1 and G2
+// took F1+1 or more there, so F2 > F1 — or before G1's step 1. In that case
+// G2 held m before G1 did and its copy there was gone before G1 was
+// granted; as G2 was answered only later, its validity would have run out
+// on m's clock before it was answered, which the validity check refuses
+// (the usual Redlock timing assumption). So F2 > F1.
+//
+// Where it breaks: the argument needs m's counter. A master that restarts
+// empty loses its counters for good (the restart guard withholds its votes
+// for the guard window, which protects the lock, not the counter). Because
+// step 1 reads every master that answers, and step 2 raises every master
+// it reaches, the number still grows as long as one master that took part
+// in the previous grant's step 2 kept its counter and answers the next
+// acquire. It can go backwards when every such master lost its data or
+// cannot be reached (in the worst case, with R1 and the masters reached
+// next being two bare quorums, 2·quorum − N masters — one, for 3 or 5
+// masters — losing their data), when a key's counter is deleted by hand,
+// or when the timing assumption fails (a master's clock jumps).
+// Numbers are not dense: attempts that were not granted use numbers too.
+
+// FenceStatePrefix begins the keys where the masters keep a fenced lock's
+// counter and state; clients must not write keys with this prefix.
+const FenceStatePrefix = "redlock-proxy:"
+
+// FenceKeys returns the keys a fenced lock of key uses on every master: the
+// lock itself (the token), its counter, and its state (fence, holds).
+func FenceKeys(key string) []string {
+	return []string{key, FenceStatePrefix + "fence:" + key, FenceStatePrefix + "lock:" + key}
+}
+
+// FenceGrant is a granted fenced lock.
+type FenceGrant struct {
+	Key, Token string
+	Fence      int64         // larger than the number of every earlier grant of Key
+	TTL        time.Duration // as asked
+	Validity   time.Duration // time left when granted, less the drift allowance
+	Holds      int64         // holds of a reentrant token, 1 for a fresh grant
+	Votes      int           // trusted masters that granted it
+}
+
+// FenceResult is the outcome of AcquireFenced.
+type FenceResult struct {
+	Grant *FenceGrant // nil when not granted
+	// RetryIn, when not granted, is the shortest remaining TTL of the
+	// other holder's copies: a hint for when the key may be free (0: none
+	// known).
+	RetryIn time.Duration
+}
+
+type fenceVote struct {
+	state   int64 // 1 taken, 2 reentered, 0 refused
+	counter int64 // the master's counter after the script
+	fence   int64 // reentered: the grant's number, 0 if it had none
+	holds   int64
+	holder  string
+	pttl    time.Duration
+}
+
+// AcquireFenced takes key for token with the given ttl (it must be
+// positive) on a quorum of masters and gives it a fencing number. With
+// reentrant, a key that token already holds is granted again, with one more
+// hold and the same number. Errors are those of Acquire.
+func (c *Client) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (FenceResult, error) {
+	if ttl <= 0 {
+		return FenceResult{}, errors.New("redlock: a fenced lock needs a positive TTL")
+	}
+	for attempt := 0; ; attempt++ {
+		r, err := c.acquireFencedOnce(ctx, key, token, ttl, reentrant)
+		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
+			return r, err
+		}
+		if err := sleep(ctx, c.retryDelay()); err != nil {
+			return r, errors.Join(err, ErrNotAcquired)
+		}
+	}
+}
+
+func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (FenceResult, error) {
+	if ok := c.votersAvailable(); ok < c.quorum {
+		return FenceResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
+	}
+	c.WaitWrites(ctx, key)
+	keys, attempt := FenceKeys(key), newAttemptID()
+	re := "0"
+	if reentrant {
+		re = "1"
+	}
+	c.flights.begin(keys[:1], len(c.nodes))
+	decided := make(chan struct{})
+	var rollback bool // written before decided is closed
+	undone := make(chan struct{}, len(c.nodes))
+	start := time.Now()
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (fenceVote, error) {
+		v, err := fenceVoteOn(nctx, n, keys, token, ttl, re, attempt)
+		go func() {
+			<-decided
+			// The undo names this attempt, so it can neither delete a lock
+			// a later attempt of the same token took, nor give back a hold
+			// it did not add: no master's votes need withholding meanwhile.
+			if rollback && (err != nil || v.state > 0) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
+				which := attempt
+				if c.opts.undoByToken {
+					which = ""
+				}
+				_ = n.run(rctx, fenceUndoScript, keys, token, which).Err()
+				cancel()
+			}
+			c.flights.end(keys[:1])
+			undone <- struct{}{}
+		}()
+		return v, err
+	})
+	// Every master's counter counts towards the number: wait for all.
+	got := collect(ch, len(c.nodes), func([]reply[fenceVote]) bool { return false })
+	t := tally{n: len(c.nodes), quorum: c.quorum, answered: len(got)}
+	var errs []error
+	holders := map[string]int{}
+	var res FenceResult
+	var maxCounter, maxFence, holds int64
+	reentered, ran := 0, 0 // reentered: votes of reentries that kept a number
+	for _, r := range got {
+		switch {
+		case r.err == errMasterDown:
+			t.failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+			c.flights.end(keys[:1]) // sent nothing: no write pending
+			continue
+		case r.err != nil:
+			t.failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+			ran++
+			continue
+		}
+		ran++
+		maxCounter = max(maxCounter, r.val.counter)
+		switch {
+		case r.val.state == 0:
+			holders[r.val.holder]++
+			if r.val.pttl > 0 && (res.RetryIn == 0 || r.val.pttl < res.RetryIn) {
+				res.RetryIn = r.val.pttl
+			}
+		case !r.trusted:
+			t.untrusted++
+		default:
+			t.yes++
+			holds = max(holds, r.val.holds)
+			if r.val.state == 2 && r.val.fence > 0 {
+				reentered++
+				maxFence = max(maxFence, r.val.fence)
+			}
+		}
+	}
+	var err error
+	switch {
+	case t.yes >= t.quorum:
+		f := maxCounter
+		if reentered == t.yes {
+			// Every vote is a reentry of a fenced grant: it keeps its
+			// number. Otherwise the grant is new, at least in part.
+			f = maxFence
+		}
+		if c.opts.fenceSingle {
+			f = singleCounter(c, got)
+		}
+		res.Grant, err = c.commitFence(ctx, keys, token, f, ttl, start)
+		if res.Grant != nil {
+			res.Grant.Holds, res.Grant.Votes = holds, t.yes
+			c.noteTTL(ttl)
+		}
+	case heldByCount(holders, c.quorum):
+		err = ErrHeld
+	case t.reachable() < t.quorum:
+		err = t.quorumError(errs)
+	default:
+		err = ErrSplitVote
+	}
+	rollback = err != nil
+	close(decided)
+	for i := 0; rollback && i < ran; i++ {
+		<-undone
+	}
+	return res, err
+}
+
+// commitFence is step 2: it raises the counters to f and records f beside
+// the lock, and grants the lock when a quorum of trusted masters still
+// holding it did so with validity left.
+func (c *Client) commitFence(ctx context.Context, keys []string, token string, f int64, ttl time.Duration, start time.Time) (*FenceGrant, error) {
+	if c.opts.fenceSingle || c.opts.noWriteBack {
+		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
+	}
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, fenceCommitScript, keys, token, f).Int64()
+	})
+	yes, failed := 0, 0
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		r := got[len(got)-1]
+		switch {
+		case r.err != nil:
+			failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case r.val == 1 && r.trusted:
+			yes++
+		}
+		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
+	})
+	switch {
+	case yes >= c.quorum:
+		v := validity(ttl, time.Since(start), c.opts.drift)
+		if v <= 0 {
+			return nil, ErrValiditySpent
+		}
+		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: v}, nil
+	case len(c.nodes)-failed < c.quorum:
+		return nil, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return nil, ErrSplitVote // the lock was lost on the way: try again
+}
+
+// singleCounter is the unsafe number that tests compare against: the
+// counter of the first master, in configuration order, that granted.
+func singleCounter(c *Client, got []reply[fenceVote]) int64 {
+	for _, n := range c.nodes {
+		for _, r := range got {
+			if r.node == n && r.err == nil && r.val.state > 0 {
+				return r.val.counter
+			}
+		}
+	}
+	return 0
+}
+
+func heldByCount(holders map[string]int, quorum int) bool {
+	for _, k := range holders {
+		if k >= quorum {
+			return true
+		}
+	}
+	return false
+}
+
+func fenceVoteOn(ctx context.Context, n *node, keys []string, token string, ttl time.Duration, reentrant, attempt string) (fenceVote, error) {
+	vals, err := n.run(ctx, fenceAcquireScript, keys, token, ttl.Milliseconds(), reentrant, attempt).Slice()
+	if err != nil {
+		return fenceVote{}, err
+	}
+	if len(vals) < 3 {
+		return fenceVote{}, fmt.Errorf("unexpected acquire reply %v", vals)
+	}
+	v := fenceVote{state: toInt(vals[0]), counter: toInt(vals[1])}
+	switch {
+	case v.state == 1:
+		v.holds = toInt(vals[2])
+		return v, nil
+	case v.state == 2 && len(vals) > 3:
+		v.fence, v.holds, v.counter = v.counter, toInt(vals[2]), toInt(vals[3])
+		return v, nil
+	case v.state == 2:
+		return fenceVote{}, fmt.Errorf("unexpected acquire reply %v", vals)
+	}
+	v.holder = fmt.Sprint(vals[2])
+	if len(vals) > 3 {
+		v.pttl = time.Duration(toInt(vals[3])) * time.Millisecond
+	}
+	return v, nil
+}
+
+func newAttemptID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// FenceRelease is the outcome of ReleaseFenced.
+type FenceRelease struct {
+	Released bool // a quorum held the token and gave back one hold
+	Freed    bool // … and the last one: the key is free
+}
+
+// ReleaseFenced gives back one hold of key by token on every master; the
+// last hold deletes it. Masters that have not answered when the outcome is
+// decided still get the release.
+func (c *Client) ReleaseFenced(ctx context.Context, key, token string) (FenceRelease, error) {
+	return c.releaseFenced(ctx, key, token, "one")
+}
+
+// ReleaseFencedAll is ReleaseFenced giving back every hold at once.
+func (c *Client) ReleaseFencedAll(ctx context.Context, key, token string) (FenceRelease, error) {
+	return c.releaseFenced(ctx, key, token, "all")
+}
+
+func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (FenceRelease, error) {
+	c.WaitWrites(ctx, key)
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, fenceReleaseScript, FenceKeys(key), token, holds).Int64()
+	})
+	deleted, kept, answered := 0, 0, 0
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		x := got[len(got)-1]
+		switch {
+		case x.err != nil:
+			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
+		case x.val == 1:
+			deleted++
+		case x.val == 2:
+			kept++
+		}
+		if x.err == nil {
+			answered++
+		}
+		return decided(deleted+kept, answered, len(c.nodes)-len(got), c.quorum)
+	})
+	r := FenceRelease{Released: deleted+kept >= c.quorum, Freed: deleted >= c.quorum}
+	if !r.Released && answered < c.quorum {
+		return r, &QuorumError{Reachable: answered, Needed: c.quorum, Nodes: errs}
+	}
+	return r, nil
+}
+
+// ExtendFenced sets the TTL of key to ttl where token holds it. ok reports
+// that a quorum of trusted masters did so with validity left; validity is
+// then the time left, less the drift allowance.
+func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.Duration) (validLeft time.Duration, ok bool, err error) {
+	if ttl <= 0 {
+		return 0, false, errors.New("redlock: a fenced lock needs a positive TTL")
+	}
+	c.WaitWrites(ctx, key)
+	start := time.Now()
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
+		return n.run(nctx, fenceExtendScript, FenceKeys(key), token, ttl.Milliseconds()).Int64()
+	})
+	yes, failed := 0, 0
+	var errs []error
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		r := got[len(got)-1]
+		switch {
+		case r.err != nil:
+			failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case r.val == 1 && r.trusted:
+			yes++
+		}
+		return decided(yes, len(got)-failed, len(c.nodes)-len(got), c.quorum)
+	})
+	if yes >= c.quorum {
+		v := validity(ttl, time.Since(start), c.opts.drift)
+		return v, v > 0, nil
+	}
+	if len(c.nodes)-failed < c.quorum {
+		return 0, false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return 0, false, nil
+}
+
+// decided reports whether a release or extend can stop waiting: yes votes
+// reached the quorum, or they cannot, and the masters that answered are
+// either enough to say "not held" or too few even with the pending ones
+// (then the answer is a quorum error, whatever order the replies came in).
+func decided(yes, answered, pending, quorum int) bool {
+	switch {
+	case yes >= quorum:
+		return true
+	case yes+pending >= quorum:
+		return false
+	}
+	return answered >= quorum || answered+pending < quorum
+}
+
+// FenceMaster is what one master holds of a fenced lock.
+type FenceMaster struct {
+	Token   *string       // nil: the key is absent there
+	PTTL    time.Duration // -1 no expiry, -2 absent
+	Fence   int64         // the number recorded beside the lock, 0 none
+	Holds   int64         // 0 when not recorded
+	Counter int64         // the key's counter on this master
+	Trusted bool          // its vote counts now (restart guard)
+	Err     error         // the master did not answer
+}
+
+// FenceInfo is a fenced lock as the quorum sees it, and per master.
+type FenceInfo struct {
+	Token    *string       // the token held by a quorum, else nil
+	Fence    int64         // the largest number recorded beside that token
+	Validity time.Duration // the quorum-th largest PTTL of its holders; -2 none
+	Holds    int64         // the largest hold count among its holders
+	Masters  []FenceMaster // in configuration order
+}
+
+// InfoFenced reads a fenced lock from every master.
+func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) {
+	ch := fanout(ctx, c, func(nctx context.Context, n *node) (FenceMaster, error) {
+		vals, err := n.run(nctx, fenceInfoScript, FenceKeys(key)).Slice()
+		if err != nil {
+			return FenceMaster{}, err
+		}
+		if len(vals) != 5 {
+			return FenceMaster{}, fmt.Errorf("unexpected info reply %v", vals)
+		}
+		m := FenceMaster{PTTL: time.Duration(toInt(vals[1])) * time.Millisecond, Counter: atoi(vals[2])}
+		if s, ok := vals[0].(string); ok {
+			m.Token = &s
+		}
+		m.Fence, m.Holds = atoi(vals[3]), atoi(vals[4])
+		return m, nil
+	})
+	got := collect(ch, len(c.nodes), func([]reply[FenceMaster]) bool { return false })
+	info := FenceInfo{Validity: -2, Masters: make([]FenceMaster, len(c.nodes))}
+	failed := 0
+	var errs []error
+	holders := map[string][]time.Duration{}
+	for i, n := range c.nodes {
+		for _, r := range got {
+			if r.node != n {
+				continue
+			}
+			m := r.val
+			m.Trusted, m.Err = r.trusted, r.err
+			if r.err != nil {
+				m.PTTL = -2
+				failed++
+				errs = append(errs, &NodeError{Addr: n.addr, Err: r.err})
+			} else if m.Token != nil {
+				holders[*m.Token] = append(holders[*m.Token], m.PTTL)
+			}
+			info.Masters[i] = m
+		}
+	}
+	for tok, ttls := range holders {
+		if len(ttls) < c.quorum {
+			continue
+		}
+		tok := tok
+		info.Token, info.Validity = &tok, quorumTTL(ttls, c.quorum)
+		for _, m := range info.Masters {
+			if m.Token != nil && *m.Token == tok {
+				info.Fence, info.Holds = max(info.Fence, m.Fence), max(info.Holds, m.Holds)
+			}
+		}
+	}
+	if info.Token == nil && len(c.nodes)-failed < c.quorum {
+		return info, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	}
+	return info, nil
+}
+
+// atoi reads an integer from a script reply that may be a string or nil.
+func atoi(v any) int64 {
+	if s, ok := v.(string); ok {
+		var n int64
+		_, _ = fmt.Sscan(strings.TrimSpace(s), &n)
+		return n
+	}
+	return toInt(v)
+}
