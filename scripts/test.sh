@@ -10,7 +10,7 @@ unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
-for target in FuzzInputFramer FuzzParseCommands FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript; do
+for target in FuzzInputFramer FuzzParseCommands FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript FuzzParseAcquire; do
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 8s ./proxy 2>&1); then
     echo "$out"; exit 1
   fi
