@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"testing"
 	"time"
 )
@@ -58,5 +59,23 @@ func TestRatioTargets(t *testing.T) {
 	}
 	if got := (row{target: "≤ 100 MB", maxAbsolute: 100, absolute: 40}).verdict(); got != "≤ 100 MB (met)" {
 		t.Fatal(got)
+	}
+}
+
+func TestCPUTimeOfThisProcess(t *testing.T) {
+	before, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+		x++
+	}
+	after, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Fatalf("CPU time did not grow after 100 ms of work (%d loops): %v then %v", x, before, after)
 	}
 }

@@ -215,21 +215,33 @@ func run(o options, ps *procs, out io.Writer) error {
 		type rsConf struct {
 			key, what string
 			servers   []string
+			proxy     *proc // its CPU time is measured
 		}
 		var confs []rsConf
-		confs = append(confs, rsConf{"p3", "proxy (3 masters)", []string{p3.addr}})
+		confs = append(confs, rsConf{"p3", "proxy (3 masters)", []string{p3.addr}, p3})
 		if o.rows["1"] {
-			confs = append(confs, rsConf{"m3", "go-redsync → 3 masters", m3}, rsConf{"single", "go-redsync → 1 Redis", []string{single.addr}})
+			confs = append(confs, rsConf{"m3", "go-redsync → 3 masters", m3, nil}, rsConf{"single", "go-redsync → 1 Redis", []string{single.addr}, nil})
 		}
 		if o.rows["2"] {
-			confs = append(confs, rsConf{"p5", "proxy (5 masters)", []string{p5.addr}})
+			confs = append(confs, rsConf{"p5", "proxy (5 masters)", []string{p5.addr}, p5})
 		}
 		for rep := range o.reps {
 			for _, c := range confs {
 				if err := flushAll(allRedis...); err != nil {
 					return err
 				}
+				var cpu0 time.Duration
+				if c.proxy != nil {
+					cpu0, _ = cpuTime(c.proxy.pid())
+				}
 				res, err := runRedsync(c.servers, o.clients, o.duration)
+				if c.proxy != nil && err == nil && res.pairs > 0 {
+					// The whole run, warm-up included, over the pairs that
+					// succeeded: an upper bound per operation.
+					if cpu1, cerr := cpuTime(c.proxy.pid()); cerr == nil {
+						r.add("rs."+c.key+".cpu", float64((cpu1-cpu0).Microseconds())/float64(2*res.pairs))
+					}
+				}
 				if err != nil {
 					r.problem("go-redsync %s, repetition %d: %v", c.what, rep+1, err)
 					continue

@@ -39,6 +39,13 @@ func yesNo(ok bool) string {
 	return " (not met)"
 }
 
+func micros(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f µs", v)
+}
+
 func rate(v float64) string {
 	if v == 0 || math.IsNaN(v) {
 		return "n/a"
@@ -111,6 +118,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	}
 	if o.rows["2"] {
 		rsRate(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "p5", "p3", "≥ 0.6×", 0.6)
+	}
+	if r.has("rs.p3.cpu") {
+		add(row{what: "1/2. proxy CPU (user+system) per lock operation during the go-redsync runs, µs: 5 masters vs 3 masters",
+			proxy: micros(orNaN(r, "rs.p5.cpu")), baseline: micros(orNaN(r, "rs.p3.cpu")),
+			ratio: ratioOf(r, "rs.p5.cpu", "rs.p3.cpu"), target: "—"})
 	}
 	if o.rows["3"] {
 		add(row{what: "3. redis-benchmark SET key:__rand_int__ val NX PX 10000, acquires/s: proxy (3 masters) vs 1 Redis",
