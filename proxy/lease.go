@@ -18,7 +18,7 @@ import (
 // outage of the masters) stops renewing.
 
 // leaseSet is one client's leases. It is made on the client's first lease;
-// closeAll runs in redcon's closed callback and only signals.
+// closeAll runs in the server's closed callback and only signals.
 type leaseSet struct {
 	mu     sync.Mutex
 	closed bool

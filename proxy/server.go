@@ -254,6 +254,3 @@ func (s *Server) isLockKey(key []byte) bool {
 	}
 	return false
 }
-
-// MasterStatus reports each master's state.
-func (s *Server) MasterStatus() []redlock.MasterStatus { return s.rl.Status() }

@@ -138,6 +138,7 @@ type masterView struct {
 	Durable          bool    `json:"durable"`
 	GuardLeftSeconds float64 `json:"guard_left_seconds"`
 	Restarts         int     `json:"restarts"`
+	ClockJumps       int     `json:"clock_jumps"`
 	LatencyMS        float64 `json:"last_latency_ms"`
 	LastError        string  `json:"last_error"`
 	RunID            string  `json:"run_id"`
@@ -186,7 +187,7 @@ func (p *statusPage) view(now time.Time) statusView {
 	for _, m := range s.rl.Status() {
 		v.Masters = append(v.Masters, masterView{
 			Addr: m.Addr, State: masterState(m), Durable: m.Durable, GuardLeftSeconds: m.GuardLeft.Seconds(),
-			Restarts: m.Restarts, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
+			Restarts: m.Restarts, ClockJumps: m.ClockJumps, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
 		})
 	}
 	v.Ops = p.rates(p.read(now))

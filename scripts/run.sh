@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts three local Redis masters (7001-7003) and redlock-proxy on
-# 127.0.0.1:6380 in front of them, with config.toml. Ctrl-C stops all four.
+# 127.0.0.1:6380 in front of them, with config.toml, and its status page and
+# metrics on http://127.0.0.1:9380/. Ctrl-C stops all four.
 #
 # The masters persist every write (appendonly yes, appendfsync always), so a
 # restarted master remembers its locks and the restart guard is not needed.
@@ -23,7 +24,7 @@ done
 for port in 7001 7002 7003; do
   until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 done
-echo "masters up on 7001 7002 7003; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000)"
-bin/redlock-proxy -config config.toml &
+echo "masters up on 7001 7002 7003; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000); status page on http://127.0.0.1:9380/"
+bin/redlock-proxy -config config.toml -metrics-listen 127.0.0.1:9380 &
 pids+=($!)
 wait "${pids[@]}"
