@@ -268,7 +268,7 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 type clientListener struct {
 	net.Listener
 	lim          inputLimits
-	writeTimeout time.Duration
+	writeTimeout *atomic.Int64 // ns; a reload may change it
 }
 
 func (l *clientListener) Accept() (net.Conn, error) {
@@ -276,7 +276,9 @@ func (l *clientListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClientConn(nc, l.lim, l.writeTimeout), nil
+	c := newClientConn(nc, l.lim, 0)
+	c.writeTimeout = l.writeTimeout
+	return c, nil
 }
 
 // clientConn is a client connection as its session sees it: input checked
@@ -286,17 +288,19 @@ func (l *clientListener) Accept() (net.Conn, error) {
 type clientConn struct {
 	net.Conn
 	f            inputFramer
-	writeTimeout time.Duration
-	rerr         error  // the error the next Read returns
-	told         bool   // a protocol error was answered
-	hold         bool   // Write may keep small output back (mid-batch)
-	out          []byte // output kept back
-	werr         error  // a write failed: the client is gone
+	writeTimeout *atomic.Int64 // ns
+	rerr         error         // the error the next Read returns
+	told         bool          // a protocol error was answered
+	hold         bool          // Write may keep small output back (mid-batch)
+	out          []byte        // output kept back
+	werr         error         // a write failed: the client is gone
 	closed       atomic.Bool
 }
 
 func newClientConn(nc net.Conn, lim inputLimits, writeTimeout time.Duration) *clientConn {
-	return &clientConn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: writeTimeout}
+	c := &clientConn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: new(atomic.Int64)}
+	c.writeTimeout.Store(int64(writeTimeout))
+	return c
 }
 
 // Read returns checked input once it holds a whole command or fills p.
@@ -384,8 +388,8 @@ func (c *clientConn) Write(b []byte) (int, error) {
 func (c *clientConn) send(b []byte) error {
 	for len(b) > 0 {
 		k := min(len(b), writeChunk)
-		if c.writeTimeout > 0 {
-			_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		if wt := time.Duration(c.writeTimeout.Load()); wt > 0 {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(wt))
 		}
 		n, err := c.Conn.Write(b[:k])
 		b = b[n:]

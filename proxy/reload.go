@@ -9,7 +9,9 @@ import (
 func (s *Server) passthroughTimeout() time.Duration { return time.Duration(s.passthrough.Load()) }
 
 // Reload applies a new configuration while the proxy runs. What is safe to
-// change live is applied: proxy.max_clients, proxy.passthrough_timeout, the
+// change live is applied: proxy.max_clients, the client timeouts
+// (proxy.passthrough_timeout, idle_timeout, write_timeout: from the next
+// command, read or write of each client), the
 // client credentials (proxy.password, proxy.users: checked by every AUTH
 // from now on; clients that already authenticated stay so) and the
 // credentials for the masters and the backend (redlock.username,
@@ -28,7 +30,7 @@ func (s *Server) Reload(next Config) ([]string, error) {
 	}
 	// What may differ: the live settings and the log level.
 	if !reflect.DeepEqual(withoutLive(cur), withoutLive(next)) {
-		return nil, fmt.Errorf("only log.level, proxy.max_clients, proxy.passthrough_timeout, proxy.password, proxy.users, redlock.username, redlock.password and redlock.master_auth change without a restart")
+		return nil, fmt.Errorf("only log.level, proxy.max_clients, proxy.passthrough_timeout, proxy.idle_timeout, proxy.write_timeout, proxy.password, proxy.users, redlock.username, redlock.password and redlock.master_auth change without a restart")
 	}
 	var changed []string
 	if next.Proxy.MaxClients != cur.Proxy.MaxClients {
@@ -39,12 +41,21 @@ func (s *Server) Reload(next Config) ([]string, error) {
 		s.passthrough.Store(int64(next.Proxy.PassthroughTimeout.Duration))
 		changed = append(changed, "proxy.passthrough_timeout")
 	}
+	if next.Proxy.IdleTimeout != cur.Proxy.IdleTimeout {
+		s.idleTimeout.Store(int64(next.Proxy.IdleTimeout.Duration))
+		changed = append(changed, "proxy.idle_timeout")
+	}
+	if next.Proxy.WriteTimeout != cur.Proxy.WriteTimeout {
+		s.writeTimeout.Store(int64(next.Proxy.WriteTimeout.Duration))
+		changed = append(changed, "proxy.write_timeout")
+	}
 	if next.Log.Level != cur.Log.Level {
 		changed = append(changed, "log.level")
 	}
 	changed = append(changed, s.reloadCredentials(cur, next)...)
 	s.mu.Lock()
 	s.cfg.Proxy.MaxClients, s.cfg.Proxy.PassthroughTimeout, s.cfg.Log.Level = next.Proxy.MaxClients, next.Proxy.PassthroughTimeout, next.Log.Level
+	s.cfg.Proxy.IdleTimeout, s.cfg.Proxy.WriteTimeout = next.Proxy.IdleTimeout, next.Proxy.WriteTimeout
 	s.cfg.Proxy.Password, s.cfg.Proxy.Users = next.Proxy.Password, next.Proxy.Users
 	s.cfg.Redlock.Username, s.cfg.Redlock.Password, s.cfg.Redlock.MasterAuth = next.Redlock.Username, next.Redlock.Password, next.Redlock.MasterAuth
 	s.mu.Unlock()
@@ -54,6 +65,7 @@ func (s *Server) Reload(next Config) ([]string, error) {
 // withoutLive blanks what a reload may change.
 func withoutLive(c Config) Config {
 	c.Proxy.MaxClients, c.Proxy.PassthroughTimeout, c.Log.Level = 0, Duration{}, ""
+	c.Proxy.IdleTimeout, c.Proxy.WriteTimeout = Duration{}, Duration{}
 	c.Proxy.Password, c.Proxy.Users = "", nil
 	c.Redlock.Username, c.Redlock.Password, c.Redlock.MasterAuth = "", "", nil
 	c.Proxy.TLS, c.Redlock.TLS = nil, nil // rebuilt from the same files on every load

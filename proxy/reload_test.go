@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,5 +63,36 @@ func TestReloadClientPasswords(t *testing.T) {
 	}
 	if err := dial("", ""); err != nil {
 		t.Fatalf("no password any more: %v", err)
+	}
+}
+
+// Reload applies proxy.idle_timeout to connected clients from their next
+// read: an idle client connected before is closed once the new timeout
+// passes.
+func TestReloadIdleTimeout(t *testing.T) {
+	var cfg proxy.Config
+	e := newEnv(t, 3, func(c *proxy.Config) { cfg = *c })
+	c := e.dial()
+	defer c.Close()
+	c.Write([]byte("PING\r\n"))
+	buf := make([]byte, 64)
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "+PONG\r\n" {
+		t.Fatalf("PING: %q %v", buf[:n], err)
+	}
+	next := cfg
+	next.Proxy.IdleTimeout = proxy.Duration{Duration: 300 * time.Millisecond}
+	next.Proxy.WriteTimeout = proxy.Duration{Duration: 10 * time.Second}
+	changed, err := e.srv.Reload(next)
+	if err != nil || !reflect.DeepEqual(changed, []string{"proxy.idle_timeout", "proxy.write_timeout"}) {
+		t.Fatalf("Reload: %v %v", changed, err)
+	}
+	// The client's read in progress still has no deadline; its next one has.
+	c.Write([]byte("PING\r\n"))
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "+PONG\r\n" {
+		t.Fatalf("PING after the reload: %q %v", buf[:n], err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("an idle client was not closed after the new idle_timeout; got %q", buf[:n])
 	}
 }

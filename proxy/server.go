@@ -47,12 +47,14 @@ type Server struct {
 	clients  atomic.Int64
 	nextID   atomic.Int64
 	// Settings a reload may change while the proxy runs.
-	maxClients  atomic.Int64
-	passthrough atomic.Int64 // passthrough timeout, ns
-	m           *metrics
-	status      *statusPage
-	creds       *masterCreds // for the masters and the backend; a reload swaps them
-	auth        atomic.Pointer[clientAuth]
+	maxClients   atomic.Int64
+	passthrough  atomic.Int64 // passthrough timeout, ns
+	idleTimeout  atomic.Int64 // ns
+	writeTimeout atomic.Int64 // ns
+	m            *metrics
+	status       *statusPage
+	creds        *masterCreds // for the masters and the backend; a reload swaps them
+	auth         atomic.Pointer[clientAuth]
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -95,6 +97,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
+	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
+	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
 	s.m = newMetrics(s)
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
@@ -112,7 +116,7 @@ func (s *Server) Listen() (net.Addr, error) {
 	if s.cfg.Proxy.TLS != nil {
 		nl = tls.NewListener(nl, s.cfg.Proxy.TLS) // the checks below see plain text
 	}
-	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: s.cfg.Proxy.WriteTimeout.Duration}
+	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: &s.writeTimeout}
 	if err := s.listenHTTP(); err != nil {
 		nl.Close()
 		return nil, err

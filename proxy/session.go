@@ -58,7 +58,8 @@ func (s *Server) serveClients(ln net.Listener) error {
 		}
 		cc, ok := nc.(*clientConn)
 		if !ok {
-			cc = newClientConn(nc, limitsOf(s.cfg.Proxy), s.cfg.Proxy.WriteTimeout.Duration)
+			cc = newClientConn(nc, limitsOf(s.cfg.Proxy), 0)
+			cc.writeTimeout = &s.writeTimeout
 		}
 		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
 		ss.wr = redcon.NewWriter(cc)
@@ -112,9 +113,8 @@ func (ss *session) serve() {
 // loop reads and runs batches of commands until the client leaves, fails,
 // or the server closes (after the batch in hand).
 func (ss *session) loop() error {
-	idle := ss.s.cfg.Proxy.IdleTimeout.Duration
 	for {
-		if idle > 0 {
+		if idle := time.Duration(ss.s.idleTimeout.Load()); idle > 0 {
 			_ = ss.cc.SetReadDeadline(time.Now().Add(idle))
 		}
 		if ss.s.closing.Load() {
