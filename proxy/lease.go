@@ -89,7 +89,7 @@ func (ls *leaseSet) closeAll() {
 // acquireLease grants a lock bound to the client's connection.
 func (s *Server) acquireLease(c redcon.Conn, st *client, o acquireOpts) {
 	o.ttl = s.cfg.Proxy.LeaseTTL.Duration
-	g, err := s.acquireNative(o)
+	g, err := s.acquireNative(c, o)
 	if g != nil {
 		l := &lease{key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{})}
 		ls := st.leasesOf()

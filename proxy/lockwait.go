@@ -93,10 +93,15 @@ func (w *waitQueues) waiting() int {
 	return n
 }
 
+// errWaiterGone ends the wait of a client that closed its connection.
+var errWaiterGone = errors.New("proxy: the waiting client closed its connection")
+
 // acquire waits its turn for key, then tries until try grants it, fails
 // with an error other than "not acquired", or wait has passed (nil, nil).
-// try reports, when refused, when the holder's copies would expire.
-func (w *waitQueues) acquire(key string, wait, poll time.Duration, try func() (*redlock.FenceGrant, time.Duration, error)) (*redlock.FenceGrant, error) {
+// try reports, when refused, when the holder's copies would expire. gone
+// is asked before every try: a client that left gives up its place (and
+// takes no lock nobody would hear of) with errWaiterGone.
+func (w *waitQueues) acquire(key string, wait, poll time.Duration, gone func() bool, try func() (*redlock.FenceGrant, time.Duration, error)) (*redlock.FenceGrant, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	retry := time.NewTimer(poll)
@@ -109,6 +114,9 @@ func (w *waitQueues) acquire(key string, wait, poll time.Duration, try func() (*
 		case <-retry.C:
 		case <-deadline.C:
 			return nil, nil
+		}
+		if gone() {
+			return nil, errWaiterGone
 		}
 		if !w.isHead(key, wt) {
 			continue

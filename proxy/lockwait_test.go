@@ -166,3 +166,53 @@ func TestLockCmdWaitOtherProxy(t *testing.T) {
 		t.Fatal("the waiter did not notice a release through another proxy")
 	}
 }
+
+// A waiter whose client has closed its connection gives up its place: the
+// release wakes it, it sees the client gone and takes no lock, and the next
+// waiter is granted at once. (Otherwise the departed client would be
+// granted a lock nobody holds, and the next waiter would wait out its TTL:
+// with both the check in the wait loop and the release of a lock granted to
+// a departed client turned off, this test fails that way.)
+func TestLockCmdWaitClientGone(t *testing.T) {
+	e := newEnv(t, 3, slowPoll)
+	key := e.key("k")
+	gr := grantReader(t)
+	if _, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 30000, "TOKEN", "holder")); !ok {
+		t.Fatal("holder not granted")
+	}
+	ghost := e.dial()
+	cmd := fmt.Sprintf("*7\r\n$12\r\nLOCK.ACQUIRE\r\n$%d\r\n%s\r\n$5\r\n30000\r\n$5\r\nTOKEN\r\n$5\r\nghost\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n", len(key), key)
+	if _, err := ghost.Write([]byte(cmd)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ghost queued", func() bool { return waiters(t, e.c) == 1 })
+	ghost.Close()
+
+	next := e.client()
+	defer next.Close()
+	got := make(chan any, 1)
+	go func() {
+		v, err := next.Do(context.Background(), "LOCK.ACQUIRE", key, 30000, "TOKEN", "next", "WAIT", 4000).Result()
+		if err != nil {
+			got <- err
+			return
+		}
+		got <- v
+	}()
+	eventually(t, "the next waiter queued", func() bool { return waiters(t, e.c) == 2 })
+	released := time.Now()
+	if v, _ := e.do("LOCK.RELEASE", key, "holder"); v != int64(1) {
+		t.Fatalf("holder's release: %v", v)
+	}
+	v := <-got
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 || a[0] != "next" {
+		t.Fatalf("the waiter behind a departed client: %v (after %v)", v, time.Since(released))
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Fatalf("granted %v after the release: not woken by it", d)
+	}
+	if vals := e.onMasters(key); count(vals, "ghost") > 0 {
+		t.Fatalf("a lock for the departed client: %v", vals)
+	}
+}

@@ -126,8 +126,26 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.acquireLease(c, st, o)
 		return
 	}
-	g, err := s.acquireNative(o)
+	g, err := s.acquireNative(c, o)
+	if errors.Is(err, errWaiterGone) {
+		return
+	}
+	if g != nil && o.wait > 0 && clientGone(c) {
+		// Granted after the client left: nobody will use or release it.
+		ctx, cancel := s.opContext()
+		if r, err := s.rl.ReleaseFencedAll(ctx, o.key, g.Token); err == nil && r.Freed {
+			s.waits.wake(o.key)
+		}
+		cancel()
+		return
+	}
 	writeGrant(c, g, err)
+}
+
+// clientGone reports whether c's client has closed its connection.
+func clientGone(c redcon.Conn) bool {
+	cc, ok := c.NetConn().(*clientConn)
+	return ok && cc.peerClosed()
 }
 
 func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
@@ -146,12 +164,13 @@ func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 
 // acquireNative runs one fenced acquire, or, with WAIT, waits its turn
 // among this proxy's waiters for the key (see lockwait.go).
-func (s *Server) acquireNative(o acquireOpts) (*redlock.FenceGrant, error) {
+func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*redlock.FenceGrant, error) {
 	if o.wait <= 0 {
 		g, _, err := s.fencedOnce(o)
 		return g, err
 	}
-	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, func() (*redlock.FenceGrant, time.Duration, error) {
+	gone := func() bool { return clientGone(c) }
+	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*redlock.FenceGrant, time.Duration, error) {
 		return s.fencedOnce(o)
 	})
 }
