@@ -348,10 +348,16 @@ func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
 // get the delete. A *QuorumError is returned when too few masters answered
 // to say whether the lock was held.
 func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
+	return c.releaseWith(ctx, key, releaseScript, value)
+}
+
+// releaseWith runs a per-master release script that answers 1 (deleted), 0
+// (held by another value) or -1 (absent), and counts as Release does.
+func (c *Client) releaseWith(ctx context.Context, key string, script *redis.Script, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
 	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: releaseScript, keys: keys, args: []any{value}}
+		return &call{script: script, keys: keys, args: args}
 	}, parseInt, nil)
 	var r ReleaseResult
 	var errs []error

@@ -262,32 +262,7 @@ func (c *Client) ExtendRW(ctx context.Context, key, token string, ttl time.Durat
 // returns as soon as the answer is decided; the other masters still get the
 // removal. Released(quorum) on the result says whether the token held it.
 func (c *Client) ReleaseRW(ctx context.Context, key, token string) (ReleaseResult, error) {
-	c.WaitWrites(ctx, key)
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, rwReleaseScript, []string{key}, token).Int64()
-	})
-	var r ReleaseResult
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			r.Failed++
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1:
-			r.Deleted++
-		case x.val == 0:
-			r.Other++
-		default:
-			r.Absent++
-		}
-		pending := len(c.nodes) - len(got)
-		return r.Deleted >= c.quorum || r.Deleted+pending < c.quorum
-	})
-	if r.Deleted < c.quorum && r.Deleted+r.Other+r.Absent < c.quorum {
-		return r, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
-	}
-	return r, nil
+	return c.releaseWith(ctx, key, rwReleaseScript, token)
 }
 
 // HeldRW reports whether token holds the read/write lock key, unexpired, on
