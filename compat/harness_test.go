@@ -3,17 +3,12 @@
 package compat
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
@@ -31,35 +26,11 @@ type stack struct {
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{masters: redistest.StartN(t, 3)}
-	port := redistest.FreePort(t)
-	s.addr = fmt.Sprintf("127.0.0.1:%d", port)
-	cfg := filepath.Join(t.TempDir(), "config.toml")
-	body := fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
-		s.addr, strings.Join(redistest.Addrs(s.masters), `", "`))
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "-config", cfg)
-	logs, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(logs)
-		for sc.Scan() {
-			t.Log("proxy: " + sc.Text())
-		}
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, Protocol: 2})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("proxy did not answer PING")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p := redistest.StartProxy(t, binary, func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
+			listen, redistest.Quote(redistest.Addrs(s.masters)))
+	}, redistest.WithProxyLog())
+	s.addr = p.Addr
 	return s
 }
 

@@ -10,9 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -33,23 +30,12 @@ const (
 	driftFactor = 0.01
 )
 
-// proxyProc is one proxy process; restart kills it and starts it again on
-// the same port, as a crash and a supervisor would.
-type proxyProc struct {
-	t    *testing.T
-	addr string
-	cfg  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-}
-
-func startProxy(t *testing.T, masters []string, guard bool) *proxyProc {
-	p := &proxyProc{t: t, addr: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))}
-	p.cfg = filepath.Join(t.TempDir(), "config.toml")
-	body := fmt.Sprintf(`[proxy]
+func startProxy(t *testing.T, masters []string, guard bool) *redistest.Proxy {
+	return redistest.StartProxy(t, binary, func(listen string) string {
+		return fmt.Sprintf(`[proxy]
 listen = %q
 [redlock]
-masters = ["%s"]
+masters = [%s]
 node_timeout = "100ms"
 retry_count = 2
 retry_delay = "30ms"
@@ -58,44 +44,9 @@ restart_guard_window = "1500ms"
 [log]
 level = "error"
 format = "json"
-`, p.addr, strings.Join(masters, `", "`), guard)
-	if err := os.WriteFile(p.cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p.start()
-	t.Cleanup(p.kill)
-	return p
+`, listen, redistest.Quote(masters), guard)
+	})
 }
-
-func (p *proxyProc) start() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cmd = exec.Command(binary, "-config", p.cfg)
-	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, Protocol: 2})
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			p.t.Fatal("proxy did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (p *proxyProc) kill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
-		_ = p.cmd.Process.Kill()
-		_, _ = p.cmd.Process.Wait()
-		p.cmd = nil
-	}
-}
-
-func (p *proxyProc) restart() { p.kill(); p.start() }
 
 // grant is one lock a client was told it holds, on the test's monotonic
 // clock: from the reply to the end of its validity or the release, whichever
@@ -224,14 +175,14 @@ func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*reco
 		relays[i] = redistest.NewRelay(t, m.Addr)
 		addrs[i] = relays[i].Addr()
 	}
-	proxies := []*proxyProc{startProxy(t, addrs, guard), startProxy(t, addrs, guard)}
+	proxies := []*redistest.Proxy{startProxy(t, addrs, guard), startProxy(t, addrs, guard)}
 	keys := []string{"fault:a", "fault:b", "fault:c", "fault:d", "fault:e", "fault:f"}
 	rec := &recorder{epoch: time.Now(), answered: map[int64]bool{}, failed: map[int64]bool{}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 12; i++ {
 		wg.Add(1)
-		go client(i, proxies[i%2].addr, keys, rec, stop, &wg)
+		go client(i, proxies[i%2].Addr, keys, rec, stop, &wg)
 	}
 	// One cycle: two masters restart empty 250 ms apart (a lock they both
 	// held is then on one master only), then, once the guard window has
@@ -251,7 +202,7 @@ func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*reco
 		relays[c%3].Delay.Store(0)
 		relays[(c+1)%3].Reset()
 		time.Sleep(300 * time.Millisecond)
-		proxies[c%2].restart()
+		proxies[c%2].Restart()
 		time.Sleep(300 * time.Millisecond)
 	}
 	deadline := time.Now().Add(d)

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,39 +26,19 @@ var binary string
 
 func TestMain(m *testing.M) { redistest.MainWithProxy(m, "../cmd/redlock-proxy", &binary) }
 
-type proxyProc struct {
-	addr string
-	cmd  *exec.Cmd
-}
+// proxyProc is the proxy binary under load.
+type proxyProc struct{ *redistest.Proxy }
 
 // startProxy runs the binary with a raised file limit in front of masters.
 func startProxy(t *testing.T, masters []string, extra string) *proxyProc {
-	p := &proxyProc{addr: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))}
-	cfg := filepath.Join(t.TempDir(), "config.toml")
-	body := fmt.Sprintf("[proxy]\nlisten = %q\n%s\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\n[log]\nlevel = \"error\"\nformat = \"json\"\n",
-		p.addr, extra, strings.Join(masters, `", "`))
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command("bash", "-c", "ulimit -n 65536 2>/dev/null || ulimit -n 20000; exec "+binary+" -config "+cfg)
-	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
-	c := p.client()
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("proxy did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return p
+	return &proxyProc{redistest.StartProxy(t, binary, func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\n%s\n[redlock]\nmasters = [%s]\nrestart_guard = false\n[log]\nlevel = \"error\"\nformat = \"json\"\n",
+			listen, extra, redistest.Quote(masters))
+	}, redistest.WithFileLimit(65536))}
 }
 
 func (p *proxyProc) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, Protocol: 2, PoolSize: 64, ReadTimeout: 3 * time.Second})
+	return p.Client(func(o *redis.Options) { o.PoolSize, o.ReadTimeout = 64, 3*time.Second })
 }
 
 // info reads one numeric field of the proxy's INFO.
@@ -84,7 +62,7 @@ func (p *proxyProc) info(t *testing.T, field string) int64 {
 
 // rssKB is the proxy process's resident set, from /proc.
 func (p *proxyProc) rssKB(t *testing.T) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +120,7 @@ func TestTenThousandClients(t *testing.T) {
 		}
 	}()
 	for i := 0; i < n; i++ {
-		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		c, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
