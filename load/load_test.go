@@ -178,7 +178,9 @@ func TestSoakMillionOpsWithFaults(t *testing.T) {
 	var done, errs atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	faultsDone := make(chan struct{})
 	go func() { // faults
+		defer close(faultsDone)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -225,6 +227,7 @@ func TestSoakMillionOpsWithFaults(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	elapsed := time.Since(start)
+	<-faultsDone // a restart may be under way
 	for _, m := range masters {
 		m.Cont()
 	}

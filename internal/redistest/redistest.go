@@ -122,11 +122,18 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// Stop freezes the server with SIGSTOP; Cont resumes it.
-func (s *Server) Stop() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+// Stop freezes the server with SIGSTOP; Cont resumes it. Both do nothing
+// to a server that is not running.
+func (s *Server) Stop() { s.signal(syscall.SIGSTOP) }
 
 // Cont resumes a stopped server.
-func (s *Server) Cont() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Cont() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
 
 // String names the server.
 func (s *Server) String() string { return fmt.Sprintf("redis@%s", s.Addr) }
