@@ -45,8 +45,13 @@ type batcher struct {
 	commands  atomic.Int64 // commands sent in them
 }
 
-func newBatcher(n *node, workers int) *batcher {
-	b := &batcher{n: n, reqs: make(chan *call, 4*maxBatch), stop: make(chan struct{})}
+// queueLen is how many commands may wait for one master. The proxy has at
+// most one lock operation in flight per client, so with proxy.max_clients
+// below it the queue of even a stalled master does not fill.
+const queueLen = 16384
+
+func newBatcher(n *node, workers, queue int) *batcher {
+	b := &batcher{n: n, reqs: make(chan *call, queue), stop: make(chan struct{})}
 	for i := 0; i < workers; i++ {
 		go b.work()
 	}
@@ -61,6 +66,20 @@ func (b *batcher) send(ctx context.Context, c *call) {
 		c.done(failed(c, errClosed))
 	case <-ctx.Done():
 		c.done(failed(c, ctx.Err()))
+	}
+}
+
+// errQueueFull answers a command for a master whose queue is full: it is
+// behind by more than its workers can send, as a stalled master makes it.
+var errQueueFull = errors.New("redlock: too many commands queued for this master")
+
+// trySend queues c, or answers it with errQueueFull at once: a lock
+// operation must not wait on one slow master's queue.
+func (b *batcher) trySend(c *call) {
+	select {
+	case b.reqs <- c:
+	default:
+		c.done(failed(c, errQueueFull))
 	}
 }
 

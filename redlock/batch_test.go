@@ -103,3 +103,42 @@ func TestScriptFlushedOnAMaster(t *testing.T) {
 		}
 	}
 }
+
+// A stalled master's queue fills up; operations do not wait for room in it
+// (which would hold them for a node timeout per batch ahead of them): the
+// command that finds it full fails at once, and the other masters decide.
+func TestFullQueueDoesNotHoldOperations(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	const nodeTimeout = 3 * time.Second
+	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0), WithNodeTimeout(nodeTimeout),
+		WithMarkDown(0, 0), WithRetry(0, 0), func(o *options) { o.queueLen = 100 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	c.Probe(ctx)
+	ms[2].Stop()
+	defer ms[2].Cont()
+	const n = 1000 // more than the stalled master's queue holds
+	var wg sync.WaitGroup
+	slow := make(chan time.Duration, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			start := time.Now()
+			// A burst may overflow a healthy master's small queue too:
+			// refusals are allowed here, waiting is not.
+			_, _ = c.Acquire(ctx, fmt.Sprintf("q%d", i), "v", time.Minute)
+			if d := time.Since(start); d >= nodeTimeout {
+				slow <- d
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(slow)
+	if k := len(slow); k > 0 {
+		t.Fatalf("%d of %d acquires waited a node timeout (%v) or more for the stalled master's queue", k, n, nodeTimeout)
+	}
+}

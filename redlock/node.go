@@ -55,7 +55,11 @@ func newNode(i int, addr string, o *options) *node {
 	ro.DisableIdentity = true
 	ro.OnConnect = n.onConnect
 	n.rdb = redis.NewClient(ro)
-	n.batch = newBatcher(n, o.pipelines)
+	queue := queueLen
+	if o.queueLen > 0 {
+		queue = o.queueLen
+	}
+	n.batch = newBatcher(n, o.pipelines, queue)
 	return n
 }
 

@@ -105,7 +105,7 @@ func fanoutCmd[T any](c *Client, build func(n *node) *call, parse func(*redis.Cm
 			}
 			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
 		}
-		n.batch.send(context.Background(), cl)
+		n.batch.trySend(cl)
 	}
 	return ch
 }
