@@ -226,19 +226,7 @@ func (c *Client) commitFence(ctx context.Context, keys []string, token string, f
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
 		return n.run(nctx, fenceCommitScript, keys, token, f).Int64()
 	})
-	yes, failed := 0, 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		r := got[len(got)-1]
-		switch {
-		case r.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case r.val == 1 && r.trusted:
-			yes++
-		}
-		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
-	})
+	yes, failed, errs := c.trustedYes(ch)
 	switch {
 	case yes >= c.quorum:
 		v := validity(ttl, time.Since(start), c.opts.drift)

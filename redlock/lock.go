@@ -409,12 +409,18 @@ type ExtendResult struct {
 // extended when a quorum of trusted masters renewed it and validity is left;
 // ok reports that.
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
+	return c.extendWith(ctx, key, ttl, extendScript, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
+}
+
+// extendWith runs a per-master renewal script that answers 1 (renewed), 0
+// (held by another value), -1 (absent) or -2 (no TTL to add to), and
+// decides as Extend does; ttl is the TTL the script sets.
+func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, script *redis.Script, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
 	start := time.Now()
-	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	keys := []string{key}
 	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: extendScript, keys: keys, args: []any{value, ms, string(mode)}}
+		return &call{script: script, keys: keys, args: args}
 	}, parseInt, nil)
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -498,19 +504,7 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
 		return n.run(nctx, extendAllScript, keys, value, ttl.Milliseconds()).Int64()
 	})
-	yes, failed := 0, 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		r := got[len(got)-1]
-		switch {
-		case r.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case r.val == 1 && r.trusted:
-			yes++
-		}
-		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
-	})
+	yes, failed, errs := c.trustedYes(ch)
 	if yes >= c.quorum {
 		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil
 	}

@@ -111,3 +111,21 @@ func fanoutCmd[T any](c *Client, build func(n *node) *call, parse func(*redis.Cm
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
+
+// trustedYes reads the replies of a step whose masters answer 1 for "done"
+// until a quorum of trusted masters said 1, or can no longer; it returns
+// those votes, the masters that failed, and their errors.
+func (c *Client) trustedYes(ch <-chan reply[int64]) (yes, failed int, errs []error) {
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+		r := got[len(got)-1]
+		switch {
+		case r.err != nil:
+			failed++
+			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
+		case r.val == 1 && r.trusted:
+			yes++
+		}
+		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
+	})
+	return yes, failed, errs
+}

@@ -221,41 +221,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 // from now on every master where it holds it. ok reports that a quorum of
 // trusted masters renewed it and validity is left.
 func (c *Client) ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
-	c.WaitWrites(ctx, key)
-	start := time.Now()
-	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, rwExtendScript, []string{key}, token, ms).Int64()
-	})
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			r.Failed++
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1 && x.trusted:
-			r.Extended++
-		case x.val == 1:
-		case x.val == 0:
-			r.Other++
-		default:
-			r.Absent++
-		}
-		pending := len(c.nodes) - len(got)
-		return r.Extended >= c.quorum || r.Extended+pending < c.quorum
-	})
-	if r.Extended >= c.quorum {
-		if ttl <= 0 {
-			return r, true, nil // the hold was ended: no validity to check
-		}
-		r.Validity = validity(ttl, time.Since(start), c.opts.drift)
-		return r, r.Validity > 0, nil
-	}
-	if len(c.nodes)-r.Failed < c.quorum {
-		return r, false, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
-	}
-	return r, false, nil
+	return c.extendWith(ctx, key, ttl, rwExtendScript, token, strconv.FormatInt(ttl.Milliseconds(), 10))
 }
 
 // ReleaseRW removes token from the read/write lock key on every master. It
