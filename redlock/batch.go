@@ -25,7 +25,7 @@ const maxBatch = 256
 // call is one command for one master.
 type call struct {
 	args     []any
-	script   *redis.Script // run args as this script's ARGV, by EVALSHA
+	script   *script // run args as this script's ARGV, by EVALSHA
 	keys     []string
 	deadline time.Time
 	done     func(*redis.Cmd) // called once, by the worker that ran it
@@ -93,7 +93,19 @@ func (b *batcher) sendAsync(c *call) {
 	}
 }
 
+// worker is one of a master's pipelines: it owns its connection.
+type worker struct {
+	b    *batcher
+	conn *mconn // nil until the first batch, and after an I/O error
+}
+
 func (b *batcher) work() {
+	w := &worker{b: b}
+	defer func() {
+		if w.conn != nil {
+			w.conn.close()
+		}
+	}()
 	batch := make([]*call, 0, maxBatch)
 	for {
 		select {
@@ -114,14 +126,14 @@ func (b *batcher) work() {
 				break more
 			}
 		}
-		b.exec(batch)
+		w.exec(batch)
 		clear(batch)
 	}
 }
 
 // exec sends one batch as a pipeline and hands every command its reply. A
 // command whose deadline passed while it waited is not sent.
-func (b *batcher) exec(batch []*call) {
+func (w *worker) exec(batch []*call) {
 	now := time.Now()
 	live := batch[:0:0]
 	var deadline time.Time
@@ -138,37 +150,23 @@ func (b *batcher) exec(batch []*call) {
 	if len(live) == 0 {
 		return
 	}
-	b.pipelines.Add(1)
-	b.commands.Add(int64(len(live)))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
-	_, _ = b.n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range live {
-			if c.script != nil {
-				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
-			} else {
-				cmds[i] = p.Do(ctx, c.args...)
-			}
-		}
-		return nil
-	})
+	w.b.pipelines.Add(1)
+	w.b.commands.Add(int64(len(live)))
+	cmds := w.roundTrip(live, false, deadline)
 	// A master that has not seen a script yet (new, restarted or flushed)
 	// answers NOSCRIPT: send those again with the script's text.
-	var again []int
+	var again []*call
+	var at []int
 	for i, c := range live {
 		if c.script != nil && isNoScript(cmds[i].Err()) {
-			again = append(again, i)
+			again = append(again, c)
+			at = append(at, i)
 		}
 	}
 	if len(again) > 0 {
-		_, _ = b.n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range again {
-				c := live[i]
-				cmds[i] = c.script.Eval(ctx, p, c.keys, c.args...)
-			}
-			return nil
-		})
+		for j, cmd := range w.roundTrip(again, true, deadline) {
+			cmds[at[j]] = cmd
+		}
 	}
 	for i, c := range live {
 		c.done(cmds[i])

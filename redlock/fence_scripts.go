@@ -1,7 +1,5 @@
 package redlock
 
-import "github.com/redis/go-redis/v9"
-
 // The per-master halves of the fenced lock operations (fence.go). Each
 // takes KEYS = {lock key, counter key, state key} (FenceKeys); the lock key
 // holds the token as a plain string, so GET and the ordinary unlock scripts
@@ -20,7 +18,7 @@ import "github.com/redis/go-redis/v9"
 // A lock taken by other means (SET NX) has no fence yet: it takes the next
 // counter value, and its fence is reported as 0.
 // Otherwise: {0, counter, holder, holder's PTTL}.
-var fenceAcquireScript = redis.NewScript(`
+var fenceAcquireScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if c == nil then return redis.error_reply('ERR redlock-proxy: the fencing counter of this key is not a number') end
@@ -56,7 +54,7 @@ return {0, c, v, redis.call('PTTL', KEYS[1])}`)
 // never lowers it) and, where KEYS[1] still holds the token ARGV[1], records
 // the number in the state hash: 1; else 0. Raising the counter everywhere
 // lets a master that lost it catch up.
-var fenceCommitScript = redis.NewScript(`
+var fenceCommitScript = newScript(`
 local f = tonumber(ARGV[2])
 if (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) < f then redis.call('SET', KEYS[2], f) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('HGET', KEYS[3], 'token') ~= ARGV[1] then return 0 end
@@ -68,7 +66,7 @@ return 1`)
 // A later attempt of the same token is never undone by a late rollback of
 // an earlier one. Answers 1 undone, 0 nothing to undo. (An empty ARGV[2]
 // undoes whatever attempt of the token is there: tests only.)
-var fenceUndoScript = redis.NewScript(`
+var fenceUndoScript = newScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[3], 'attempt') ~= ARGV[2] then return 0 end
 if redis.call('HGET', KEYS[3], 'kind') == 'new' then
@@ -82,7 +80,7 @@ return 1`)
 // fenceReleaseScript gives back one hold of token ARGV[1], or all of them
 // when ARGV[2] is "all"; the last one deletes the lock: 1 deleted, 2 still
 // held (holds left), 0 held by another token, -1 absent.
-var fenceReleaseScript = redis.NewScript(`
+var fenceReleaseScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
@@ -98,7 +96,7 @@ return 2`)
 
 // fenceExtendScript sets the TTL of lock and state to ARGV[2] ms where
 // KEYS[1] holds ARGV[1]: 1; 0 held by another token; -1 absent.
-var fenceExtendScript = redis.NewScript(`
+var fenceExtendScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
@@ -108,7 +106,7 @@ return 1`)
 
 // fenceInfoScript answers {token or nil, PTTL, counter or nil, fence or
 // nil, holds or nil}; fence and holds only from a state of the token.
-var fenceInfoScript = redis.NewScript(`
+var fenceInfoScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 local f, h = false, false
 if v and redis.call('HGET', KEYS[3], 'token') == v then

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
@@ -303,10 +301,8 @@ func TestFenceLateUndoOfEarlierAttempt(t *testing.T) {
 			ctx := context.Background()
 			for _, m := range ms {
 				mc := m.Client()
-				for _, s := range []interface {
-					Load(context.Context, redis.Scripter) *redis.StringCmd
-				}{fenceAcquireScript, fenceCommitScript, fenceUndoScript, fenceReleaseScript, readScript} {
-					s.Load(ctx, mc)
+				for _, s := range []*script{fenceAcquireScript, fenceCommitScript, fenceUndoScript, fenceReleaseScript, readScript} {
+					mc.ScriptLoad(ctx, s.src)
 				}
 				mc.Close()
 			}

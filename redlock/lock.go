@@ -353,11 +353,11 @@ func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult,
 
 // releaseWith runs a per-master release script that answers 1 (deleted), 0
 // (held by another value) or -1 (absent), and counts as Release does.
-func (c *Client) releaseWith(ctx context.Context, key string, script *redis.Script, args ...any) (ReleaseResult, error) {
+func (c *Client) releaseWith(ctx context.Context, key string, s *script, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
 	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: script, keys: keys, args: args}
+		return &call{script: s, keys: keys, args: args}
 	}, parseInt, nil)
 	var r ReleaseResult
 	var errs []error
@@ -415,12 +415,12 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 // extendWith runs a per-master renewal script that answers 1 (renewed), 0
 // (held by another value), -1 (absent) or -2 (no TTL to add to), and
 // decides as Extend does; ttl is the TTL the script sets.
-func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, script *redis.Script, args ...any) (r ExtendResult, ok bool, err error) {
+func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	keys := []string{key}
 	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: script, keys: keys, args: args}
+		return &call{script: s, keys: keys, args: args}
 	}, parseInt, nil)
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,8 @@ import (
 // node is one master: its client and what the restart guard knows of it.
 type node struct {
 	addr  string
-	rdb   *redis.Client
+	ro    *redis.Options // how to reach it: address, credentials, TLS
+	rdb   *redis.Client  // for probes; lock commands go through batch
 	batch *batcher
 	opts  *options
 
@@ -54,6 +56,7 @@ func newNode(i int, addr string, o *options) *node {
 	ro.Protocol = 2
 	ro.DisableIdentity = true
 	ro.OnConnect = n.onConnect
+	n.ro = ro
 	n.rdb = redis.NewClient(ro)
 	queue := queueLen
 	if o.queueLen > 0 {
@@ -157,10 +160,13 @@ func (n *node) trusted(now time.Time) bool {
 // master answered; timeouts and connection errors count towards marking it
 // down.
 func (n *node) record(err error, latency time.Duration) {
-	var re redis.Error
-	reached := err == nil || err == redis.Nil || errors.As(err, &re)
-	if errors.Is(err, redis.ErrPoolTimeout) {
-		return // our own pool was busy: says nothing about the master
+	reached := err == nil || err == redis.Nil || isReplyError(err)
+	if !reached {
+		var re redis.Error
+		reached = errors.As(err, &re)
+		if errors.Is(err, redis.ErrPoolTimeout) {
+			return // our own pool was busy: says nothing about the master
+		}
 	}
 	now := time.Now()
 	n.mu.Lock()
@@ -174,8 +180,8 @@ func (n *node) record(err error, latency time.Duration) {
 	n.fails++
 	// Calls in flight together fail together in one scheduling stall: a
 	// master is marked down only when it has also not answered anything
-	// for twice the node timeout.
-	silent := now.Sub(n.lastOK) > 2*n.opts.nodeTimeout
+	// for twice the node timeout, or when it refuses connections.
+	silent := now.Sub(n.lastOK) > 2*n.opts.nodeTimeout || errors.Is(err, syscall.ECONNREFUSED)
 	if n.opts.downAfter > 0 && n.fails >= n.opts.downAfter && silent && !n.down {
 		n.down = true
 		n.logf("redlock: master %s marked down after %d failures (%v); probing it in the background", n.addr, n.fails, err)
@@ -256,7 +262,7 @@ func (n *node) do(ctx context.Context, args ...any) *redis.Cmd {
 
 // run runs one of this package's scripts on this master: EVALSHA, and EVAL
 // when the master does not have the script yet.
-func (n *node) run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (n *node) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
 	return n.call(ctx, &call{script: s, keys: keys, args: args})
 }
 

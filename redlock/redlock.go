@@ -86,19 +86,24 @@ func WithMarkDown(after int, probeEvery time.Duration) Option {
 	return func(o *options) { o.downAfter, o.probeEvery = after, probeEvery }
 }
 
-// WithPoolSize sets the connection pool size per master. Default 64.
+// WithPoolSize sets the size of each master's go-redis pool, which serves
+// health probes; lock commands travel on the pipelines' own connections
+// (WithPipelines). Default 64.
 func WithPoolSize(n int) Option { return func(o *options) { o.poolSize = n } }
 
 // WithRedisOptions lets the caller adjust the go-redis options of master i
 // (credentials, TLS) before its client is made. Timeouts and retries set by
-// this package are applied afterwards and cannot be changed here.
+// this package are applied afterwards and cannot be changed here. The
+// pipelines' own connections take Addr, Dialer, TLSConfig, Username,
+// Password, CredentialsProvider and DB from the same options.
 func WithRedisOptions(f func(i int, o *redis.Options)) Option {
 	return func(o *options) { o.redisOpts = f }
 }
 
 // WithPipelines sets how many pipelines per master carry the commands of
-// concurrent operations, each sending whatever has queued while it waited
-// for its previous round trip. Default 2; at most the pool size.
+// concurrent operations, each on a connection of its own and sending
+// whatever has queued while it waited for its previous round trip. Default
+// 2; at most the pool size.
 func WithPipelines(n int) Option { return func(o *options) { o.pipelines = n } }
 
 // WithLogf sets a function that receives notable events (master restarts).

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Read/write locks in the sorted-set format of Symfony Lock's RedisStore
@@ -22,7 +20,7 @@ import (
 // that already held it (renewed or demoted), 3 a reader promoted to writer,
 // 0 refused, -1 the key holds another type (the library refuses a plain
 // string lock).
-var rwAcquireScript = redis.NewScript(`
+var rwAcquireScript = newScript(`
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local ty = redis.call('TYPE', key).ok
 if ty ~= 'none' and ty ~= 'zset' then return -1 end
@@ -52,14 +50,14 @@ return 1`)
 
 // rwDemoteScript undoes a promotion: token ARGV[1], the writer of KEYS[1],
 // becomes a reader again.
-var rwDemoteScript = redis.NewScript(`
+var rwDemoteScript = newScript(`
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then redis.call('ZREM', KEYS[1], '__write__') end
 return 1`)
 
 // rwExtendScript sets the expiry of token ARGV[1] in KEYS[1] (and of the
 // write marker, if any) to ARGV[2] ms from now. Answers 1 renewed, 0 not
 // held by the token, -1 absent.
-var rwExtendScript = redis.NewScript(`
+var rwExtendScript = newScript(`
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
@@ -73,7 +71,7 @@ return 1`)
 
 // rwReleaseScript removes token ARGV[1] from KEYS[1], and the write marker
 // with it. Answers 1 removed, 0 not held by the token, -1 absent.
-var rwReleaseScript = redis.NewScript(`
+var rwReleaseScript = newScript(`
 local key, token = KEYS[1], ARGV[1]
 local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
@@ -85,7 +83,7 @@ if m then redis.call('PEXPIREAT', key, m) end
 return 1`)
 
 // rwHeldScript answers 1 when token ARGV[1] holds KEYS[1] unexpired, else 0.
-var rwHeldScript = redis.NewScript(`
+var rwHeldScript = newScript(`
 local key, token = KEYS[1], ARGV[1]
 local ty = redis.call('TYPE', key).ok
 if ty ~= 'zset' then return 0 end

@@ -1,13 +1,11 @@
 package redlock
 
-import "github.com/redis/go-redis/v9"
-
 // The per-master halves of the quorum operations. Each answers a small code
 // the quorum logic counts; what a client sees is decided above them.
 
 // releaseScript deletes KEYS[1] if it holds ARGV[1]: 1 deleted, 0 held by
 // another value, -1 absent.
-var releaseScript = redis.NewScript(`
+var releaseScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v ~= ARGV[1] then return 0 end
@@ -20,7 +18,7 @@ return 1`)
 // the key has a TTL, "add" adds ARGV[2] to the remaining TTL, "claim" also
 // takes an absent key, "persist0" persists the key when ARGV[2] <= 0.
 // Answers 1 renewed, 0 held by another value, -1 absent, -2 no TTL.
-var extendScript = redis.NewScript(`
+var extendScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 local ttl = tonumber(ARGV[2])
 local mode = ARGV[3]
@@ -43,11 +41,11 @@ end
 return 1`)
 
 // readScript answers the value and the PTTL of KEYS[1] in one step.
-var readScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+var readScript = newScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
 
 // acquireAllScript takes every key in KEYS for ARGV[1] with TTL ARGV[2] ms
 // (0: none) when none of them exists: {1}; else {0, value of a taken key}.
-var acquireAllScript = redis.NewScript(`
+var acquireAllScript = newScript(`
 for _, k in ipairs(KEYS) do
   local v = redis.call('GET', k)
   if v then return {0, v} end
@@ -60,7 +58,7 @@ return {1}`)
 
 // releaseAllScript deletes each key in KEYS that holds ARGV[1] and answers,
 // per key, 1 deleted, 0 held by another value, -1 absent.
-var releaseAllScript = redis.NewScript(`
+var releaseAllScript = newScript(`
 local out = {}
 for i, k in ipairs(KEYS) do
   local v = redis.call('GET', k)
@@ -72,7 +70,7 @@ return out`)
 
 // extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
 // of them hold ARGV[1]: 1, else 0.
-var extendAllScript = redis.NewScript(`
+var extendAllScript = newScript(`
 for _, k in ipairs(KEYS) do
   if redis.call('GET', k) ~= ARGV[1] then return 0 end
 end
