@@ -206,10 +206,16 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		c.flights.end(keys)
 	}
 	if rollback {
+		// Wait for the masters that took their part to give it back; the
+		// ones that failed also report here, maybe first.
+		wait := map[*node]bool{}
 		for _, r := range got {
 			if r.err == nil {
-				<-rolledBack
+				wait[r.node] = true
 			}
+		}
+		for len(wait) > 0 {
+			delete(wait, <-rolledBack)
 		}
 	}
 	return l, err
