@@ -25,10 +25,36 @@ const maxBatch = 256
 // call is one command for one master.
 type call struct {
 	args     []any
+	raw      []byte  // the command already encoded: sent as is, in place of args
 	script   *script // run args as this script's ARGV, by EVALSHA
 	keys     []string
 	deadline time.Time
 	done     func(*redis.Cmd) // called once, by the worker that ran it
+	to       replier          // in place of done: to.reply(idx, …)
+	idx      int
+
+	res  redis.Cmd // the reply
+	sent bool      // written, reply not yet read
+}
+
+// replier receives the replies of several calls, told apart by idx.
+type replier interface {
+	reply(idx int, cmd *redis.Cmd)
+}
+
+// finish hands c its reply (already in c.res).
+func (c *call) finish() {
+	if c.to != nil {
+		c.to.reply(c.idx, &c.res)
+	} else {
+		c.done(&c.res)
+	}
+}
+
+// fail answers c with err.
+func (c *call) fail(err error) {
+	c.res.SetErr(err)
+	c.finish()
 }
 
 // errClosed answers commands queued after Close.
@@ -63,9 +89,9 @@ func (b *batcher) send(ctx context.Context, c *call) {
 	select {
 	case b.reqs <- c:
 	case <-b.stop:
-		c.done(failed(c, errClosed))
+		c.fail(errClosed)
 	case <-ctx.Done():
-		c.done(failed(c, ctx.Err()))
+		c.fail(ctx.Err())
 	}
 }
 
@@ -79,7 +105,7 @@ func (b *batcher) trySend(c *call) {
 	select {
 	case b.reqs <- c:
 	default:
-		c.done(failed(c, errQueueFull))
+		c.fail(errQueueFull)
 	}
 }
 
@@ -139,7 +165,7 @@ func (w *worker) exec(batch []*call) {
 	var deadline time.Time
 	for _, c := range batch {
 		if !now.Before(c.deadline) {
-			c.done(failed(c, context.DeadlineExceeded))
+			c.fail(context.DeadlineExceeded)
 			continue
 		}
 		if deadline.IsZero() || c.deadline.Before(deadline) {
@@ -152,35 +178,26 @@ func (w *worker) exec(batch []*call) {
 	}
 	w.b.pipelines.Add(1)
 	w.b.commands.Add(int64(len(live)))
-	cmds := w.roundTrip(live, false, deadline)
+	w.roundTrip(live, false, deadline)
 	// A master that has not seen a script yet (new, restarted or flushed)
 	// answers NOSCRIPT: send those again with the script's text.
 	var again []*call
-	var at []int
-	for i, c := range live {
-		if c.script != nil && isNoScript(cmds[i].Err()) {
+	for _, c := range live {
+		if c.script != nil && isNoScript(c.res.Err()) {
+			c.res = redis.Cmd{}
 			again = append(again, c)
-			at = append(at, i)
 		}
 	}
 	if len(again) > 0 {
-		for j, cmd := range w.roundTrip(again, true, deadline) {
-			cmds[at[j]] = cmd
-		}
+		w.roundTrip(again, true, deadline)
 	}
-	for i, c := range live {
-		c.done(cmds[i])
+	for _, c := range live {
+		c.finish()
 	}
 }
 
 func (b *batcher) close() {
 	b.closeOnce.Do(func() { close(b.stop) })
-}
-
-func failed(c *call, err error) *redis.Cmd {
-	cmd := redis.NewCmd(context.Background(), c.args...)
-	cmd.SetErr(err)
-	return cmd
 }
 
 func isNoScript(err error) bool {

@@ -182,15 +182,15 @@ func (m *mconn) flush(deadline time.Time) error {
 func (m *mconn) close() { m.nc.Close() }
 
 // roundTrip sends the calls of one batch (by EVALSHA, or by EVAL if eval is
-// set, for scripts) and returns each one's reply. An I/O or protocol error
-// answers every call not yet answered with it and closes the connection;
-// m is then nil.
-func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	fail := func(from int, err error) {
-		for i := from; i < len(calls); i++ {
-			if cmds[i] == nil {
-				cmds[i] = failed(calls[i], err)
+// set, for scripts) and puts each one's reply in its res. An I/O or
+// protocol error answers every call not yet answered with it and closes the
+// connection; the next batch dials a new one.
+func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
+	fail := func(err error) {
+		for _, c := range calls {
+			if c.sent {
+				c.sent = false
+				c.res.SetErr(err)
 			}
 		}
 		if w.conn != nil {
@@ -201,54 +201,58 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) []*redi
 	if w.conn == nil {
 		m, err := w.b.n.dial(deadline)
 		if err != nil {
-			fail(0, err)
-			return cmds
+			for _, c := range calls {
+				c.res.SetErr(err)
+			}
+			return
 		}
 		w.conn = m
 	}
 	m := w.conn
 	m.buf = m.buf[:0]
 	sent := 0
-	for i, c := range calls {
+	for _, c := range calls {
 		mark := len(m.buf)
 		var err error
-		if c.script != nil {
+		switch {
+		case c.raw != nil:
+			m.buf = append(m.buf, c.raw...)
+		case c.script != nil:
 			m.buf, err = appendScript(m.buf, c.script, eval, c.keys, c.args)
-		} else {
+		default:
 			m.buf, err = appendCommand(m.buf, c.args)
 		}
 		if err != nil {
 			m.buf = m.buf[:mark]
-			cmds[i] = failed(c, err) // not sent: no reply to wait for
+			c.res.SetErr(err) // not sent: no reply to wait for
 			continue
 		}
+		c.sent = true
 		sent++
 	}
 	if sent == 0 {
-		return cmds
+		return
 	}
 	if err := m.flush(deadline); err != nil {
-		fail(0, err)
-		return cmds
+		fail(err)
+		return
 	}
-	for i := range calls {
-		if cmds[i] != nil {
+	for _, c := range calls {
+		if !c.sent {
 			continue
 		}
 		v, err := m.readReply()
 		if err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(i, err)
-			return cmds
+			fail(err)
+			return
 		}
-		cmd := redis.NewCmd(context.Background())
+		c.sent = false
 		if err != nil {
-			cmd.SetErr(err)
+			c.res.SetErr(err)
 		} else {
-			cmd.SetVal(v)
+			c.res.SetVal(v)
 		}
-		cmds[i] = cmd
 	}
-	return cmds
 }
 
 // readReply reads one RESP2 reply into the values go-redis gives: string,

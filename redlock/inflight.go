@@ -18,7 +18,7 @@ type inflight struct {
 
 type flight struct {
 	n    int
-	done chan struct{}
+	done chan struct{} // made by the first waiter
 }
 
 // begin registers n pending writes on each key.
@@ -31,7 +31,7 @@ func (f *inflight) begin(keys []string, n int) {
 	for _, k := range keys {
 		fl := f.m[k]
 		if fl == nil {
-			fl = &flight{done: make(chan struct{})}
+			fl = &flight{}
 			f.m[k] = fl
 		}
 		fl.n += n
@@ -45,7 +45,9 @@ func (f *inflight) end(keys []string) {
 	for _, k := range keys {
 		if fl := f.m[k]; fl != nil {
 			if fl.n--; fl.n <= 0 {
-				close(fl.done)
+				if fl.done != nil {
+					close(fl.done)
+				}
 				delete(f.m, k)
 			}
 		}
@@ -56,14 +58,19 @@ func (f *inflight) end(keys []string) {
 func (f *inflight) wait(ctx context.Context, key string, d time.Duration) {
 	f.mu.Lock()
 	fl := f.m[key]
-	f.mu.Unlock()
 	if fl == nil {
+		f.mu.Unlock()
 		return
 	}
+	if fl.done == nil {
+		fl.done = make(chan struct{})
+	}
+	done := fl.done
+	f.mu.Unlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-fl.done:
+	case <-done:
 	case <-t.C:
 	case <-ctx.Done():
 	}

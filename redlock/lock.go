@@ -67,15 +67,15 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, tt
 
 // acquireSteps returns the per-master vote of an acquire, how to read its
 // reply, and its undo.
-func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(*node) *call, parse func(*redis.Cmd) (setVote, error), undo func(*node) *call) {
+func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (vote func(*node, *call), parse func(*redis.Cmd) (setVote, error), undo func(*node) *call) {
 	if len(keys) == 1 {
-		args := setArgs(keys[0], value, ttl)
-		return func(*node) *call { return &call{args: args} }, parseSet,
+		raw := setCommand(keys[0], value, ttl) // encoded once for every master
+		return func(_ *node, cl *call) { cl.raw = raw }, parseSet,
 			func(*node) *call { return &call{script: releaseScript, keys: keys, args: []any{value}} }
 	}
 	ms := ttl.Milliseconds()
-	return func(*node) *call {
-			return &call{script: acquireAllScript, keys: keys, args: []any{value, ms}}
+	return func(_ *node, cl *call) {
+			cl.script, cl.keys, cl.args = acquireAllScript, keys, []any{value, ms}
 		}, func(cmd *redis.Cmd) (setVote, error) {
 			v, err := cmd.Slice()
 			if err != nil || len(v) == 0 {
@@ -139,15 +139,27 @@ type setVote struct {
 	prev *string // with GET: the value it held
 }
 
-// setArgs is the per-master acquire. GET (Redis ≥ 7.0 allows it with NX)
-// names the holder of a key that is taken, so that a key held by one other
-// value on a quorum is told apart from a split vote.
-func setArgs(key, value string, ttl time.Duration) []any {
-	args := []any{"set", key, value, "nx", "get"}
+// setCommand is the per-master acquire, SET key value NX GET [PX ttl],
+// encoded. GET (Redis ≥ 7.0 allows it with NX) names the holder of a key
+// that is taken, so that a key held by one other value on a quorum is told
+// apart from a split vote.
+func setCommand(key, value string, ttl time.Duration) []byte {
+	n := 5
 	if ttl > 0 {
-		args = append(args, "px", ttl.Milliseconds())
+		n = 7
 	}
-	return args
+	b := make([]byte, 0, 64+len(key)+len(value))
+	b = appendLen(b, '*', n)
+	b = appendBulk(b, "set")
+	b = appendBulk(b, key)
+	b = appendBulk(b, value)
+	b = appendBulk(b, "nx")
+	b = appendBulk(b, "get")
+	if ttl > 0 {
+		b = appendBulk(b, "px")
+		b = appendBulkInt(b, ttl.Milliseconds())
+	}
+	return b
 }
 
 func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
@@ -163,6 +175,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	vote, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
 	run := &acquireRun{c: c, keys: keys, ttl: ttl, undo: undo, taint: taintKey(keys, value)}
+	run.early = run.earlyBuf[:0]
 	start := time.Now()
 	ch := fanoutCmd(c, vote, parse, run.onVote)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
@@ -175,7 +188,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		case r.err != nil:
 			t.failed++
 			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case !r.trusted || (!c.opts.noTaint && r.node.tainted(taintKey(keys, value))):
+		case !r.trusted || (!c.opts.noTaint && r.node.tainted(run.taint)):
 			t.untrusted++
 		case r.val.set:
 			t.yes++
@@ -233,6 +246,8 @@ type acquireRun struct {
 	decided  bool
 	rollback bool
 	early    []earlyVote // answered before the outcome was known
+	earlyBuf [5]earlyVote
+	undone   sync.WaitGroup // rollbacks decide waits for
 }
 
 type earlyVote struct {
@@ -250,7 +265,7 @@ func (a *acquireRun) onVote(n *node, v setVote, err error) {
 		return
 	}
 	a.mu.Unlock()
-	a.settle(n, v, err, nil)
+	a.settle(n, v, err, false)
 }
 
 // decide records the outcome and settles the votes already in. With a
@@ -262,29 +277,26 @@ func (a *acquireRun) decide(rollback bool) {
 	early := a.early
 	a.early = nil
 	a.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, e := range early {
-		var then func()
 		if e.err == nil {
-			wg.Add(1)
-			then = wg.Done
+			a.undone.Add(1)
 		}
-		a.settle(e.n, e.v, e.err, then)
+		a.settle(e.n, e.v, e.err, e.err == nil)
 	}
 	if rollback {
-		wg.Wait()
+		a.undone.Wait()
 	}
 }
 
 // settle undoes one master's part of a lock that was not granted, also
-// where its SET timed out, as it may still land. then, if not nil, is called
-// when that is done.
-func (a *acquireRun) settle(n *node, v setVote, err error, then func()) {
+// where its SET timed out, as it may still land. With awaited, it marks
+// a.undone done when that is done.
+func (a *acquireRun) settle(n *node, v setVote, err error, awaited bool) {
 	c := a.c
 	if !a.rollback || err == errMasterDown || (err == nil && !v.set) {
 		c.flights.end(a.keys)
-		if then != nil {
-			then()
+		if awaited {
+			a.undone.Done()
 		}
 		return
 	}
@@ -302,8 +314,8 @@ func (a *acquireRun) settle(n *node, v setVote, err error, then func()) {
 			n.untaint(a.taint)
 		}
 		c.flights.end(a.keys)
-		if then != nil {
-			then()
+		if awaited {
+			a.undone.Done()
 		}
 	}
 	n.batch.sendAsync(u)
@@ -356,8 +368,8 @@ func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult,
 func (c *Client) releaseWith(ctx context.Context, key string, s *script, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
-	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: s, keys: keys, args: args}
+	ch := fanoutCmd(c, func(_ *node, cl *call) {
+		cl.script, cl.keys, cl.args = s, keys, args
 	}, parseInt, nil)
 	var r ReleaseResult
 	var errs []error
@@ -419,8 +431,8 @@ func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, 
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutCmd(c, func(*node) *call {
-		return &call{script: s, keys: keys, args: args}
+	ch := fanoutCmd(c, func(_ *node, cl *call) {
+		cl.script, cl.keys, cl.args = s, keys, args
 	}, parseInt, nil)
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {

@@ -271,8 +271,9 @@ func (n *node) call(ctx context.Context, c *call) *redis.Cmd {
 	if d, ok := ctx.Deadline(); ok && d.Before(c.deadline) {
 		c.deadline = d
 	}
-	ch := make(chan *redis.Cmd, 1)
-	c.done = func(cmd *redis.Cmd) { ch <- cmd }
+	ch := make(chan struct{})
+	c.done = func(*redis.Cmd) { close(ch) }
 	n.batch.send(ctx, c)
-	return <-ch
+	<-ch
+	return &c.res
 }

@@ -82,32 +82,48 @@ func (t *tally) quorumError(nodes []error) error {
 // master's command, and when its reply arrives, the worker that read it
 // parses it, calls after (if not nil) and delivers it. after also gets
 // errMasterDown for a master that was sent nothing. after must not block.
-func fanoutCmd[T any](c *Client, build func(n *node) *call, parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	ch := make(chan reply[T], len(c.nodes))
-	start := time.Now()
-	deadline := start.Add(c.opts.nodeTimeout)
-	for _, n := range c.nodes {
+func fanoutCmd[T any](c *Client, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	op := &fanoutOp[T]{
+		c: c, ch: make(chan reply[T], len(c.nodes)), start: time.Now(),
+		parse: parse, after: after, calls: make([]call, len(c.nodes)),
+	}
+	deadline := op.start.Add(c.opts.nodeTimeout)
+	for i, n := range c.nodes {
 		if n.isDown() {
 			var zero T
 			if after != nil {
 				after(n, zero, errMasterDown)
 			}
-			ch <- reply[T]{node: n, err: errMasterDown}
+			op.ch <- reply[T]{node: n, err: errMasterDown}
 			continue
 		}
-		cl := build(n)
-		cl.deadline = deadline
-		cl.done = func(cmd *redis.Cmd) {
-			v, err := parse(cmd)
-			n.record(err, time.Since(start))
-			if after != nil {
-				after(n, v, err)
-			}
-			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
-		}
+		cl := &op.calls[i]
+		build(n, cl)
+		cl.deadline, cl.to, cl.idx = deadline, op, i
 		n.batch.trySend(cl)
 	}
-	return ch
+	return op.ch
+}
+
+// fanoutOp is one fanoutCmd: one object answers every master's call.
+type fanoutOp[T any] struct {
+	c     *Client
+	ch    chan reply[T]
+	start time.Time
+	parse func(*redis.Cmd) (T, error)
+	after func(n *node, v T, err error)
+	calls []call
+}
+
+func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd) {
+	n := op.c.nodes[i]
+	v, err := op.parse(cmd)
+	now := time.Now()
+	n.record(err, now.Sub(op.start))
+	if op.after != nil {
+		op.after(n, v, err)
+	}
+	op.ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
