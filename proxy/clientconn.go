@@ -294,6 +294,7 @@ type clientConn struct {
 	hold         bool          // Write may keep small output back (mid-batch)
 	out          []byte        // output kept back
 	werr         error         // a write failed: the client is gone
+	wdl          lazyDeadline  // the write deadline
 	closed       atomic.Bool
 }
 
@@ -388,9 +389,7 @@ func (c *clientConn) Write(b []byte) (int, error) {
 func (c *clientConn) send(b []byte) error {
 	for len(b) > 0 {
 		k := min(len(b), writeChunk)
-		if wt := time.Duration(c.writeTimeout.Load()); wt > 0 {
-			_ = c.Conn.SetWriteDeadline(time.Now().Add(wt))
-		}
+		c.wdl.arm(c.Conn.SetWriteDeadline, time.Duration(c.writeTimeout.Load()))
 		n, err := c.Conn.Write(b[:k])
 		b = b[n:]
 		if err != nil {

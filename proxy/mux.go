@@ -115,6 +115,7 @@ func (m *muxConn) writer() {
 	defer close(m.pending)
 	var buf []*muxReq
 	var out []byte
+	var wdl lazyDeadline
 	for {
 		select {
 		case <-m.wake:
@@ -145,7 +146,7 @@ func (m *muxConn) writer() {
 				r.finish(errMuxClosed)
 			}
 		}
-		_ = m.nc.SetWriteDeadline(time.Now().Add(m.timeout()))
+		wdl.arm(m.nc.SetWriteDeadline, m.timeout())
 		if _, err := m.nc.Write(out); err != nil {
 			m.kill(err)
 			return
@@ -160,10 +161,11 @@ var errMuxClosed = errors.New("proxy: backend connection closed")
 
 func (m *muxConn) reader() {
 	var err error
+	var rdl lazyDeadline
 	for r := range m.pending {
 		if err == nil {
 			for r.got < len(r.cmds) {
-				_ = m.nc.SetReadDeadline(time.Now().Add(m.timeout()))
+				rdl.arm(m.nc.SetReadDeadline, m.timeout())
 				if r.out, err = readReply(m.r, r.out); err != nil {
 					m.kill(err)
 					break
