@@ -123,6 +123,11 @@ type ProxyConfig struct {
 	// LeaseTTL is the TTL of a LOCK.ACQUIRE … LEASE lock, renewed every
 	// third of it while the client's connection is open.
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// Procs is how many threads run the proxy's Go code at once
+	// (GOMAXPROCS), set by the program that runs the Server. 0 leaves Go's
+	// choice: the GOMAXPROCS environment variable, else one per CPU the
+	// process may use.
+	Procs int `toml:"procs"`
 }
 
 // UserConfig is a client user for "AUTH user password".
@@ -238,6 +243,8 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.passthrough_timeout: must be positive")
 	case c.Proxy.MaxClients <= 0:
 		return errors.New("proxy.max_clients: must be positive")
+	case c.Proxy.Procs < 0 || c.Proxy.Procs > 1024:
+		return errors.New("proxy.procs: must be between 0 (Go's default) and 1024")
 	case c.Proxy.IdleTimeout.Duration < 0:
 		return errors.New("proxy.idle_timeout: must not be negative")
 	case c.Proxy.MaxBulkLen <= 0 || c.Proxy.MaxBulkLen > maxSize:

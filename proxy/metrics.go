@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,8 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return float64(s.rl.VotersAvailable()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_quorum", Help: "Masters that must agree."},
 			func() float64 { return float64(s.rl.Quorum()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_procs", Help: "Threads running Go code at once (GOMAXPROCS, set by proxy.procs)."},
+			func() float64 { return float64(runtime.GOMAXPROCS(0)) }),
 		masterCollector{s.rl},
 	)
 	return m

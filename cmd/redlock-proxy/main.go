@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +66,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	setProcs(cfg.Proxy.Procs)
 	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
@@ -109,11 +112,28 @@ func reload(srv *proxy.Server, path string, over overrides, log zerolog.Logger) 
 		if changed, err = srv.Reload(cfg); err == nil {
 			lvl, _ := zerolog.ParseLevel(cfg.Log.Level)
 			zerolog.SetGlobalLevel(lvl)
+			setProcs(cfg.Proxy.Procs)
 			log.Info().Strs("changed", changed).Msg("configuration reloaded")
 			return
 		}
 	}
 	log.Error().Err(err).Msg("configuration reload refused; the running configuration is unchanged")
+}
+
+// setProcs applies proxy.procs: n threads run Go code at once, or, for 0,
+// what Go chooses by itself (the GOMAXPROCS environment variable, else one
+// per CPU the process may use).
+func setProcs(n int) {
+	if n == 0 {
+		if v, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && v > 0 {
+			n = v
+		}
+	}
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+	} else {
+		runtime.SetDefaultGOMAXPROCS()
+	}
 }
 
 // redisLogger sends go-redis's own messages (pool dial failures and the
