@@ -42,6 +42,7 @@ type options struct {
 	rows     map[string]bool
 	timeout  time.Duration
 	keep     bool
+	procs    int
 }
 
 func main() {
@@ -55,13 +56,14 @@ func main() {
 	flag.StringVar(&rows, "rows", "1,2,3,4,5", "rows to measure, comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
+	flag.IntVar(&o.procs, "procs", 1, "proxy.procs of every proxy started (threads running its Go code; 0: Go's default, one per CPU)")
 	flag.Parse()
 	o.rows = map[string]bool{}
 	for _, r := range strings.Split(rows, ",") {
 		o.rows[strings.TrimSpace(r)] = true
 	}
-	if o.reps < 1 || o.clients < 1 || o.duration <= 0 {
-		fmt.Fprintln(os.Stderr, "bench: -reps, -clients and -duration must be positive")
+	if o.reps < 1 || o.clients < 1 || o.duration <= 0 || o.procs < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -reps, -clients and -duration must be positive, -procs at least 0")
 		os.Exit(2)
 	}
 
@@ -70,7 +72,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	ps := &procs{dir: dir}
+	ps := &procs{dir: dir, proxyProcs: o.procs}
 	cleanup := func() {
 		ps.stopAll()
 		if !o.keep {
@@ -266,7 +268,9 @@ func run(o options, ps *procs, out io.Writer) error {
 	// up), then gives every target the same -n, chosen so that the slowest
 	// target runs about o.duration, and alternates targets in each
 	// repetition.
-	sized := func(label string, targets []*proc, names []string, tests int, flush []string, after func(name string), args ...string) (map[string]map[string][]rbResult, bool) {
+	// sized also records each target process's CPU time per command as
+	// <cpuKey>.<name>.cpu, in µs.
+	sized := func(label, cpuKey string, targets []*proc, names []string, tests int, flush []string, after func(name string), args ...string) (map[string]map[string][]rbResult, bool) {
 		slowest := 0.0
 		for _, t := range targets {
 			pilot, _, err := runRedisBenchmark(t.addr, 20000, rbTimeout, args...)
@@ -295,8 +299,13 @@ func run(o options, ps *procs, out io.Writer) error {
 					r.problem("%v", err)
 					return nil, false
 				}
+				cpu0, cerr := cpuTime(t.pid())
 				res, l, err := runRedisBenchmark(t.addr, n, rbTimeout, args...)
 				line = l
+				if cpu1, cerr1 := cpuTime(t.pid()); err == nil && cerr == nil && cerr1 == nil && len(res) > 0 {
+					// Every test of the run sends n commands.
+					r.add(cpuKey+"."+names[i]+".cpu", float64((cpu1-cpu0).Microseconds())/float64(n*len(res)))
+				}
 				if err != nil {
 					r.problem("%s on %s, repetition %d: %v", label, names[i], rep+1, err)
 					continue
@@ -342,7 +351,7 @@ func run(o options, ps *procs, out io.Writer) error {
 			progress("acquire %-10s keys held after the run (DBSIZE per server): %v", name, sizes)
 			r.add("acq."+name+".keys", median(sizes))
 		}
-		got, ok := sized("acquire", []*proc{p3, single}, []string{"proxy", "single"}, 1, allRedis, keysHeld,
+		got, ok := sized("acquire", "acq", []*proc{p3, single}, []string{"proxy", "single"}, 1, allRedis, keysHeld,
 			"-c", c, "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
 		if ok {
 			for name, tests := range got {
@@ -388,7 +397,7 @@ func run(o options, ps *procs, out io.Writer) error {
 
 	// Row 4: passthrough.
 	if o.rows["4"] {
-		got, ok := sized("passthrough -P 16", []*proc{pp, twem}, []string{"proxy", "twemproxy"}, 2, []string{single.addr}, nil,
+		got, ok := sized("passthrough -P 16", "pt16", []*proc{pp, twem}, []string{"proxy", "twemproxy"}, 2, []string{single.addr}, nil,
 			"-c", c, "-P", "16", "-t", "get,set")
 		if ok {
 			for name, tests := range got {
@@ -399,7 +408,7 @@ func run(o options, ps *procs, out io.Writer) error {
 				}
 			}
 		}
-		got, ok = sized("passthrough -P 1", []*proc{pp, single}, []string{"proxy", "direct"}, 2, []string{single.addr}, nil,
+		got, ok = sized("passthrough -P 1", "pt1", []*proc{pp, single, twem}, []string{"proxy", "direct", "twemproxy"}, 2, []string{single.addr}, nil,
 			"-c", c, "-P", "1", "-t", "get,set")
 		if ok {
 			for name, tests := range got {

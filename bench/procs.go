@@ -28,9 +28,10 @@ type proc struct {
 
 // procs starts child processes and stops every one of them, by pid, at the end.
 type procs struct {
-	dir string
-	mu  sync.Mutex
-	all []*proc
+	dir        string
+	proxyProcs int // proxy.procs of the proxies it starts
+	mu         sync.Mutex
+	all        []*proc
 }
 
 func (ps *procs) start(name, addr string, argv ...string) (*proc, error) {
@@ -219,6 +220,7 @@ func (ps *procs) startProxy(name, binary string, pc proxyConfig) (*proc, error) 
 	if pc.maxClients > 0 {
 		fmt.Fprintf(&b, "max_clients = %d\n", pc.maxClients)
 	}
+	fmt.Fprintf(&b, "procs = %d\n", ps.proxyProcs)
 	fmt.Fprintf(&b, "\n[redlock]\nmasters = %s\nrestart_guard = false\n", quote(pc.masters))
 	fmt.Fprintf(&b, "\n[log]\nlevel = \"warn\"\nformat = \"json\"\n")
 	cfg := filepath.Join(ps.dir, name+".toml")

@@ -43,6 +43,9 @@ func micros(v float64) string {
 	if math.IsNaN(v) {
 		return "n/a"
 	}
+	if v < 10 {
+		return fmt.Sprintf("%.2f µs", v)
+	}
 	return fmt.Sprintf("%.1f µs", v)
 }
 
@@ -138,6 +141,9 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			proxy: count(orNaN(r, "acqgo.proxy.errors")), baseline: count(orNaN(r, "acqgo.single.errors")), ratio: math.NaN(), target: "—"})
 		add(row{what: "3. … p99 latency (redis-benchmark)", proxy: millis(orNaN(r, "acq.proxy.p99")), baseline: millis(orNaN(r, "acq.single.p99")),
 			ratio: ratioOf(r, "acq.proxy.p99", "acq.single.p99"), target: "—"})
+		add(row{what: "3. … CPU (user+system) per acquire, µs: proxy process vs the one Redis process (redis-benchmark runs)",
+			proxy: micros(orNaN(r, "acq.proxy.cpu")), baseline: micros(orNaN(r, "acq.single.cpu")),
+			ratio: ratioOf(r, "acq.proxy.cpu", "acq.single.cpu"), target: "—"})
 	}
 	if o.rows["4"] {
 		for _, t := range []string{"SET", "GET"} {
@@ -145,11 +151,22 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 				proxy: rate(orNaN(r, "pt16.proxy."+t)), baseline: rate(orNaN(r, "pt16.twemproxy."+t)),
 				ratio: ratioOf(r, "pt16.proxy."+t, "pt16.twemproxy."+t), target: "≥ 1.5×", min: 1.5})
 		}
+		add(row{what: "4. passthrough -P 16, CPU (user+system) per command, µs: proxy vs twemproxy process",
+			proxy: micros(orNaN(r, "pt16.proxy.cpu")), baseline: micros(orNaN(r, "pt16.twemproxy.cpu")),
+			ratio: ratioOf(r, "pt16.proxy.cpu", "pt16.twemproxy.cpu"), target: "—"})
 		for _, t := range []string{"SET", "GET"} {
 			add(row{what: "4. passthrough " + t + " -P 1, ops/s: proxy vs Redis direct",
 				proxy: rate(orNaN(r, "pt1.proxy."+t)), baseline: rate(orNaN(r, "pt1.direct."+t)),
 				ratio: ratioOf(r, "pt1.proxy."+t, "pt1.direct."+t), target: "≥ 0.9×", min: 0.9})
 		}
+		for _, t := range []string{"SET", "GET"} {
+			add(row{what: "4. passthrough " + t + " -P 1, ops/s: proxy vs twemproxy",
+				proxy: rate(orNaN(r, "pt1.proxy."+t)), baseline: rate(orNaN(r, "pt1.twemproxy."+t)),
+				ratio: ratioOf(r, "pt1.proxy."+t, "pt1.twemproxy."+t), target: "—"})
+		}
+		add(row{what: "4. passthrough -P 1, CPU (user+system) per command, µs: proxy vs twemproxy process",
+			proxy: micros(orNaN(r, "pt1.proxy.cpu")), baseline: micros(orNaN(r, "pt1.twemproxy.cpu")),
+			ratio: ratioOf(r, "pt1.proxy.cpu", "pt1.twemproxy.cpu"), target: "—"})
 	}
 	if o.rows["5"] {
 		with := orNaN(r, "rss.with")
@@ -162,6 +179,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	fmt.Fprintf(out, "- machine: %d CPUs (nproc), %s; %s\n", m.cpus, m.model, m.kernel)
 	fmt.Fprintf(out, "- %s; %s; %s\n", m.goVersion, m.redis, m.nutcracker)
 	fmt.Fprintf(out, "- command: `%s`\n", command())
+	procs := fmt.Sprint(o.procs)
+	if o.procs == 0 {
+		procs = "0 (Go's default: one per CPU)"
+	}
+	fmt.Fprintf(out, "- every proxy ran with `proxy.procs = %s` (threads running its Go code at once)\n", procs)
 	fmt.Fprintf(out, "- load average (1/5/15 min) at start: %s, at end: %s; wall time %v\n", m.loadStart, loadavg(), time.Since(started).Round(time.Second))
 	fmt.Fprintf(out, "- values are medians of %d repetitions (targets alternate within each repetition); ratio = median(proxy) / median(baseline). Shared machines are noisy: read ratios, not absolute numbers; nothing here fails on a timing.\n\n", o.reps)
 	fmt.Fprintln(out, "| measurement | proxy | baseline | ratio | target |")
