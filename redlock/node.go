@@ -156,10 +156,10 @@ func (n *node) trusted(now time.Time) bool {
 	return !now.Before(n.guardUntil)
 }
 
-// record notes the outcome of one call. An error reply from Redis means the
+// record notes the outcome of one call, answered at now. An error reply from Redis means the
 // master answered; timeouts and connection errors count towards marking it
 // down.
-func (n *node) record(err error, latency time.Duration) {
+func (n *node) record(err error, latency time.Duration, now time.Time) {
 	reached := err == nil || err == redis.Nil || isReplyError(err)
 	if !reached {
 		var re redis.Error
@@ -168,7 +168,6 @@ func (n *node) record(err error, latency time.Duration) {
 			return // our own pool was busy: says nothing about the master
 		}
 	}
-	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.up = reached

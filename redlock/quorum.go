@@ -33,8 +33,9 @@ func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context
 			defer cancel()
 			start := time.Now()
 			v, err := call(nctx, n)
-			n.record(err, time.Since(start))
-			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
+			now := time.Now()
+			n.record(err, now.Sub(start), now)
+			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)}
 		}(n)
 	}
 	return ch
@@ -119,11 +120,11 @@ func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd) {
 	n := op.c.nodes[i]
 	v, err := op.parse(cmd)
 	now := time.Now()
-	n.record(err, now.Sub(op.start))
+	n.record(err, now.Sub(op.start), now)
 	if op.after != nil {
 		op.after(n, v, err)
 	}
-	op.ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(time.Now())}
+	op.ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)}
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
