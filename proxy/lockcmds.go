@@ -18,7 +18,7 @@ import (
 func (s *Server) opContext() (context.Context, context.CancelFunc) {
 	r := s.cfg.Redlock
 	d := r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
-	return context.WithTimeout(context.Background(), d)
+	return newDeadlineCtx(d)
 }
 
 func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
