@@ -111,11 +111,17 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	const nodeTimeout = 3 * time.Second
 	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0), WithNodeTimeout(nodeTimeout),
-		WithMarkDown(0, 0), WithRetry(0, 0), func(o *options) { o.queueLen = 100 })
+		WithMarkDown(0, 0), WithRetry(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Only the master that stalls gets a small queue: the healthy ones
+	// never refuse, so every acquire has their two votes at once and waits
+	// for the stalled one only if its queue holds it.
+	stalled := c.nodes[2]
+	stalled.batch.close()
+	stalled.batch = newBatcher(stalled, c.opts.pipelines, 100)
 	ctx := context.Background()
 	c.Probe(ctx)
 	ms[2].Stop()
@@ -128,8 +134,6 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			start := time.Now()
-			// A burst may overflow a healthy master's small queue too:
-			// refusals are allowed here, waiting is not.
 			_, _ = c.Acquire(ctx, fmt.Sprintf("q%d", i), "v", time.Minute)
 			if d := time.Since(start); d >= nodeTimeout {
 				slow <- d

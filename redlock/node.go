@@ -58,11 +58,7 @@ func newNode(i int, addr string, o *options) *node {
 	ro.OnConnect = n.onConnect
 	n.ro = ro
 	n.rdb = redis.NewClient(ro)
-	queue := queueLen
-	if o.queueLen > 0 {
-		queue = o.queueLen
-	}
-	n.batch = newBatcher(n, o.pipelines, queue)
+	n.batch = newBatcher(n, o.pipelines, queueLen)
 	return n
 }
 

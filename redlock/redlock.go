@@ -40,7 +40,6 @@ type options struct {
 	logf        func(format string, args ...any)
 	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
 	noTaint     bool          // tests only: count the votes of masters whose rollback is in doubt
-	queueLen    int           // tests only: commands that may wait per master (0: queueLen)
 	fenceSingle bool          // tests only: take a fenced grant's number from one master, unsafe
 	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
