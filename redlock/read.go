@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // KeyState is a key as a single Redis holding the quorum's state would
@@ -28,8 +30,9 @@ type readVote struct {
 // it will stay so. It waits for every master (each within the node
 // timeout), because the PTTL depends on all the holders.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (readVote, error) {
-		vals, err := n.run(nctx, readScript, []string{key}).Slice()
+	keys := []string{key}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys = readScript, keys }, func(cmd *redis.Cmd) (readVote, error) {
+		vals, err := cmd.Slice()
 		if err != nil {
 			return readVote{}, err
 		}
@@ -44,7 +47,7 @@ func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 			v.pttl = -1
 		}
 		return v, nil
-	})
+	}, nil)
 	holders := map[string][]time.Duration{}
 	absent, failed := 0, 0
 	var errs []error
@@ -113,9 +116,7 @@ type Result struct {
 // has answered or timed out. Masters that have not answered by then still
 // receive the command.
 func (c *Client) Broadcast(ctx context.Context, done func(got []Result) bool, args ...any) []Result {
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (any, error) {
-		return n.do(nctx, args...).Result()
-	})
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.args = args }, (*redis.Cmd).Result, nil)
 	var out []Result
 	collect(ch, len(c.nodes), func(got []reply[any]) bool {
 		r := got[len(got)-1]
