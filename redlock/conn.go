@@ -60,10 +60,16 @@ const (
 )
 
 type mconn struct {
-	nc  net.Conn
-	br  *bufio.Reader
-	buf []byte // the batch being written
+	nc   net.Conn
+	br   *bufio.Reader
+	buf  []byte    // the batch being written
+	used time.Time // when its last batch was written
 }
+
+// idleCheck is how long a connection may sit unused before it is checked
+// for a close by the master (connAlive) ahead of its next batch. Under load
+// no batch pays for the check.
+const idleCheck = time.Second
 
 // dial connects to the master, authenticates, selects the database and
 // reports the master's run_id to the restart guard, all before deadline.
@@ -86,7 +92,7 @@ func (n *node) dial(deadline time.Time) (*mconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}
+	m := &mconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10), used: time.Now()}
 	if err := m.handshake(n, deadline); err != nil {
 		nc.Close()
 		return nil, err
@@ -198,6 +204,12 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
 			w.conn = nil
 		}
 	}
+	if w.conn != nil && time.Since(w.conn.used) > idleCheck && !connAlive(w.conn.nc) {
+		// Closed by the master while idle: a batch sent on it would fail
+		// every vote in it.
+		w.conn.close()
+		w.conn = nil
+	}
 	if w.conn == nil {
 		m, err := w.b.n.dial(deadline)
 		if err != nil {
@@ -233,6 +245,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
 	if sent == 0 {
 		return
 	}
+	m.used = time.Now()
 	if err := m.flush(deadline); err != nil {
 		fail(err)
 		return

@@ -126,3 +126,38 @@ func errorsAsText(v any) any {
 	}
 	return v
 }
+
+// Masters that close idle connections (their timeout setting) do not cost
+// the first operation after a pause its votes: a connection closed while
+// idle is replaced before a batch is sent on it. Without the check, every
+// vote of that acquire fails.
+func TestIdleConnectionsClosedByMastersAreReplaced(t *testing.T) {
+	ms := redistest.StartN(t, 3, "--timeout", "1")
+	c, err := New(redistest.Addrs(ms), WithRestartGuard(0), WithNodeTimeout(time.Second), WithRetry(0, 0), WithMarkDown(0, 0), WithPipelines(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, "idle1", "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Redis closes clients idle for more than a second, checking about
+	// ten times a second.
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := c.Acquire(ctx, "idle2", "v", time.Minute); err != nil {
+		t.Fatalf("first acquire after the masters closed the idle connections: %v", err)
+	}
+	for _, m := range ms {
+		cl := m.Client()
+		v, _ := cl.Get(ctx, "idle2").Result()
+		for deadline := time.Now().Add(time.Second); v != "v" && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			v, _ = cl.Get(ctx, "idle2").Result()
+		}
+		cl.Close()
+		if v != "v" {
+			t.Errorf("%s did not take the lock: %q", m.Addr, v)
+		}
+	}
+}
