@@ -12,10 +12,15 @@ import (
 // copied to the client byte for byte, so status, bulk and error replies keep
 // their exact form.
 type backendConn struct {
-	nc  net.Conn
-	r   *bufio.Reader
-	buf []byte
+	nc   net.Conn
+	r    *bufio.Reader
+	buf  []byte
+	idle time.Time // when it went back to the pool
 }
+
+// idleCheck is how long a backend connection may sit unused before it is
+// checked for a close by the server (idleConnBroken) ahead of its next use.
+const idleCheck = time.Second
 
 // do sends one command and returns its raw reply, valid until the next call.
 // timeout 0 waits without a deadline (blocking commands).
@@ -97,18 +102,26 @@ func (p *backend) dial() (*backendConn, error) {
 	return b, nil
 }
 
-// get takes an idle pooled connection or dials a new one.
+// get takes an idle pooled connection or dials a new one. A pooled one the
+// server closed meanwhile is dropped.
 func (p *backend) get() (*backendConn, error) {
-	select {
-	case b := <-p.idle:
-		return b, nil
-	default:
-		return p.dial()
+	for {
+		select {
+		case b := <-p.idle:
+			if time.Since(b.idle) > idleCheck && idleConnBroken(b.nc) {
+				b.close()
+				continue
+			}
+			return b, nil
+		default:
+			return p.dial()
+		}
 	}
 }
 
 // put returns a healthy connection to the pool, or closes it when full.
 func (p *backend) put(b *backendConn) {
+	b.idle = time.Now()
 	select {
 	case p.idle <- b:
 	default:

@@ -38,10 +38,14 @@ type muxReq struct {
 	end  int    // len(out) after the last whole reply
 	err  error
 	done chan struct{}
+	conn *muxConn // the connection it was submitted to
 }
 
 func (r *muxReq) finish(err error) {
 	r.err = err
+	if r.conn != nil {
+		r.conn.inflight.Add(-1)
+	}
 	close(r.done)
 }
 
@@ -58,6 +62,9 @@ type muxConn struct {
 
 	pending chan *muxReq  // written, waiting for replies: the reader's
 	stop    chan struct{} // closed when the connection fails
+
+	inflight atomic.Int64 // requests submitted and not yet finished
+	lastUse  atomic.Int64 // unix ns of the last submit
 }
 
 func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
@@ -65,6 +72,7 @@ func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
 		nc: b.nc, r: b.r, timeout: timeout,
 		wake: make(chan struct{}, 1), pending: make(chan *muxReq, 4096), stop: make(chan struct{}),
 	}
+	m.lastUse.Store(time.Now().UnixNano())
 	go m.writer()
 	go m.reader()
 	return m
@@ -77,7 +85,10 @@ func (m *muxConn) submit(r *muxReq) bool {
 		m.mu.Unlock()
 		return false
 	}
+	r.conn = m
 	m.queue = append(m.queue, r)
+	m.inflight.Add(1)
+	m.lastUse.Store(time.Now().UnixNano())
 	m.mu.Unlock()
 	select {
 	case m.wake <- struct{}{}:
@@ -194,7 +205,14 @@ func (p *muxPool) get() (*muxConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m := p.conns[i]; m != nil && !m.isDead() {
-		return m, nil
+		// One the server closed while idle (its timeout setting) would
+		// fail the next batch: replace it. With nothing in flight there
+		// is nothing to read on it.
+		idle := time.Since(time.Unix(0, m.lastUse.Load())) > idleCheck
+		if !(idle && m.inflight.Load() == 0 && idleConnBroken(m.nc)) {
+			return m, nil
+		}
+		m.kill(errMuxClosed)
 	}
 	b, err := p.be.dial()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -102,4 +103,41 @@ func backendClients(t *testing.T, c *redis.Client) int {
 		}
 	}
 	return n
+}
+
+// A backend that closes idle clients (Redis's timeout setting) does not
+// fail the first passthrough commands after a pause: shared and pooled
+// backend connections it closed are replaced before they are used.
+func TestPassthroughAfterBackendClosedIdleConnections(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	be := e.masters[0].Client()
+	defer be.Close()
+	if err := be.ConfigSet(ctx, "timeout", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := e.key("n")
+	long := func() error { // more commands than a shared connection takes: a pooled one
+		_, err := e.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := 0; i < 40; i++ {
+				p.Incr(ctx, k)
+			}
+			return nil
+		})
+		return err
+	}
+	for round := 0; round < 2; round++ {
+		if err := long(); err != nil {
+			t.Errorf("round %d: 40 pipelined INCRs: %v", round, err)
+		}
+		for i := 0; i < 4; i++ { // both shared connections
+			if err := e.c.Incr(ctx, k).Err(); err != nil {
+				t.Errorf("round %d: INCR: %v", round, err)
+			}
+		}
+		if round == 0 {
+			// The backend closes clients idle for more than a second.
+			time.Sleep(2500 * time.Millisecond)
+		}
+	}
 }
