@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
 // backendConn is one raw connection to the passthrough backend. Replies are
@@ -19,7 +21,7 @@ type backendConn struct {
 }
 
 // idleCheck is how long a backend connection may sit unused before it is
-// checked for a close by the server (idleConnBroken) ahead of its next use.
+// checked for a close by the server (peek.Of) ahead of its next use.
 const idleCheck = time.Second
 
 // do sends one command and returns its raw reply, valid until the next call.
@@ -108,7 +110,7 @@ func (p *backend) get() (*backendConn, error) {
 	for {
 		select {
 		case b := <-p.idle:
-			if time.Since(b.idle) > idleCheck && idleConnBroken(b.nc) {
+			if time.Since(b.idle) > idleCheck && peek.Of(b.nc).Broken() {
 				b.close()
 				continue
 			}

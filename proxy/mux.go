@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
 // Plain passthrough commands (no connection state: see plainPassthrough) of
@@ -209,7 +211,7 @@ func (p *muxPool) get() (*muxConn, error) {
 		// fail the next batch: replace it. With nothing in flight there
 		// is nothing to read on it.
 		idle := time.Since(time.Unix(0, m.lastUse.Load())) > idleCheck
-		if !(idle && m.inflight.Load() == 0 && idleConnBroken(m.nc)) {
+		if !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
 			return m, nil
 		}
 		m.kill(errMuxClosed)

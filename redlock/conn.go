@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
 // Each worker of a master's batcher owns one connection to it (mconn). A
@@ -67,7 +69,7 @@ type mconn struct {
 }
 
 // idleCheck is how long a connection may sit unused before it is checked
-// for a close by the master (connAlive) ahead of its next batch. Under load
+// for a close by the master (peek.Of) ahead of its next batch. Under load
 // no batch pays for the check.
 const idleCheck = time.Second
 
@@ -204,7 +206,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
 			w.conn = nil
 		}
 	}
-	if w.conn != nil && time.Since(w.conn.used) > idleCheck && !connAlive(w.conn.nc) {
+	if w.conn != nil && time.Since(w.conn.used) > idleCheck && peek.Of(w.conn.nc).Broken() {
 		// Closed by the master while idle: a batch sent on it would fail
 		// every vote in it.
 		w.conn.close()
