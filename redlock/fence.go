@@ -170,8 +170,10 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		switch {
 		case r.val.state == 0:
 			holders[r.val.holder]++
-			if r.val.pttl > 0 && (res.RetryIn == 0 || r.val.pttl < res.RetryIn) {
-				res.RetryIn = r.val.pttl
+			// PTTL answers 0 in a key's last millisecond: it is gone
+			// within 1 ms. (-1: no expiry.)
+			if p := max(r.val.pttl, time.Millisecond); r.val.pttl >= 0 && (res.RetryIn == 0 || p < res.RetryIn) {
+				res.RetryIn = p
 			}
 		case !r.trusted:
 			t.untrusted++

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -170,6 +171,43 @@ func TestFenceRefusedLeavesNothing(t *testing.T) {
 	if n, _ := m0.Exists(ctx, "k", FenceKeys("k")[2]).Result(); n != 0 {
 		t.Fatalf("master 0 keeps %d keys of the refused attempt", n)
 	}
+}
+
+// A refusal by a holder says when its copies expire, even in their last
+// millisecond, when Redis's PTTL answers 0: a waiter (LOCK.ACQUIRE … WAIT)
+// that took 0 for "no expiry known" slept until its next poll. The holder
+// takes the key for 3 ms and a second token tries without pause until it
+// gets it, so that tries land in that last millisecond.
+func TestFenceRefusalInLastMillisecondSaysWhen(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c := fenceClient(t, redistest.Addrs(ms), WithRestartGuard(0))
+	ctx := context.Background()
+	refusals := 0
+	for round := 0; round < 40; round++ {
+		key := fmt.Sprintf("k%d", round)
+		if _, err := c.AcquireFenced(ctx, key, "holder", 3*time.Millisecond, false); err != nil {
+			continue // the machine was too slow for 3 ms: try another round
+		}
+		for deadline := time.Now().Add(time.Second); ; {
+			r, err := c.AcquireFenced(ctx, key, "waiter", time.Second, false)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, ErrHeld) {
+				refusals++
+				if r.RetryIn <= 0 {
+					t.Fatalf("round %d: refused as held with no time to retry in (%v)", round, err)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: not granted within 1 s of a 3 ms hold: %v", round, err)
+			}
+		}
+	}
+	if refusals == 0 {
+		t.Fatal("no try was refused: the test saw nothing")
+	}
+	t.Logf("%d refusals", refusals)
 }
 
 func TestFenceReentrant(t *testing.T) {
