@@ -397,7 +397,9 @@ func run(o options, ps *procs, out io.Writer) error {
 
 	// Row 4: passthrough.
 	if o.rows["4"] {
-		got, ok := sized("passthrough -P 16", "pt16", []*proc{pp, twem}, []string{"proxy", "twemproxy"}, 2, []string{single.addr}, nil,
+		// Redis direct too: every command passed through still runs on that
+		// one Redis, so what it serves alone bounds any proxy in front of it.
+		got, ok := sized("passthrough -P 16", "pt16", []*proc{pp, twem, single}, []string{"proxy", "twemproxy", "direct"}, 2, []string{single.addr}, nil,
 			"-c", c, "-P", "16", "-t", "get,set")
 		if ok {
 			for name, tests := range got {

@@ -151,6 +151,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 				proxy: rate(orNaN(r, "pt16.proxy."+t)), baseline: rate(orNaN(r, "pt16.twemproxy."+t)),
 				ratio: ratioOf(r, "pt16.proxy."+t, "pt16.twemproxy."+t), target: "≥ 1.5×", min: 1.5})
 		}
+		for _, t := range []string{"SET", "GET"} {
+			add(row{what: "4. passthrough " + t + " -P 16, ops/s: twemproxy (in the proxy column) vs Redis direct: what a proxy in front of this one Redis can reach",
+				proxy: rate(orNaN(r, "pt16.twemproxy."+t)), baseline: rate(orNaN(r, "pt16.direct."+t)),
+				ratio: ratioOf(r, "pt16.twemproxy."+t, "pt16.direct."+t), target: "—"})
+		}
 		add(row{what: "4. passthrough -P 16, CPU (user+system) per command, µs: proxy vs twemproxy process",
 			proxy: micros(orNaN(r, "pt16.proxy.cpu")), baseline: micros(orNaN(r, "pt16.twemproxy.cpu")),
 			ratio: ratioOf(r, "pt16.proxy.cpu", "pt16.twemproxy.cpu"), target: "—"})
