@@ -100,7 +100,7 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lower(next[n].Args[0]), next[n].Args) {
 		n++
 	}
-	batch := [][][]byte{cmd.Args}
+	batch := append(make([][][]byte, 0, n+1), cmd.Args)
 	var rest []redcon.Command
 	if n > 0 {
 		rest = c.ReadPipeline()

@@ -22,7 +22,7 @@ import (
 // of one batch are held in memory together: only batches of at most
 // muxMaxBatch commands go this way; longer ones get a pooled connection of
 // their own and pass their replies on one by one. A
-// reply that takes longer than proxy.passthrough_timeout, or any error on
+// batch whose replies take longer than proxy.passthrough_timeout, or any error on
 // the connection, fails every command queued on it; the next command dials
 // a new one.
 
@@ -177,8 +177,9 @@ func (m *muxConn) reader() {
 	var rdl lazyDeadline
 	for r := range m.pending {
 		if err == nil {
+			// One deadline for the batch: its replies come together.
+			rdl.arm(m.nc.SetReadDeadline, m.timeout())
 			for r.got < len(r.cmds) {
-				rdl.arm(m.nc.SetReadDeadline, m.timeout())
 				if r.out, err = readReply(m.r, r.out); err != nil {
 					m.kill(err)
 					break
@@ -238,7 +239,9 @@ func (p *muxPool) close() {
 // do runs a batch of commands on a shared connection and returns their raw
 // replies; got says how many arrived whole before an error.
 func (p *muxPool) do(cmds [][][]byte) (out []byte, got int, err error) {
-	r := &muxReq{cmds: cmds, done: make(chan struct{})}
+	// Room for short replies (+OK, small values): most batches then read
+	// theirs without growing the buffer.
+	r := &muxReq{cmds: cmds, done: make(chan struct{}), out: make([]byte, 0, 32*len(cmds))}
 	for try := 0; ; try++ {
 		m, err := p.get()
 		if err != nil {

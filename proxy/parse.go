@@ -16,11 +16,12 @@ var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
 // rest of b is an unfinished command. The inputFramer has already checked
 // the framing and the limits of these bytes.
 func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
+	var slab [][]byte // the arguments of several commands share one allocation
 	for used < len(b) {
 		var args [][]byte
 		var n int
 		if b[used] == '*' {
-			args, n, err = parseMultibulk(b[used:])
+			args, slab, n, err = parseMultibulk(b[used:], slab)
 		} else {
 			args, n, err = parseInline(b[used:])
 		}
@@ -31,6 +32,9 @@ func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 			break // unfinished
 		}
 		if len(args) > 0 {
+			if cmds == nil {
+				cmds = make([]redcon.Command, 0, 8)
+			}
 			cmds = append(cmds, redcon.Command{Raw: b[used : used+n], Args: args})
 		}
 		used += n
@@ -38,41 +42,60 @@ func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 	return cmds, used, nil
 }
 
+// slabArgs is how many arguments one shared allocation holds.
+const slabArgs = 64
+
 // parseMultibulk parses one "*count" command at the start of b; n is 0 when
-// it has not all arrived.
-func parseMultibulk(b []byte) (args [][]byte, n int, err error) {
+// it has not all arrived. Its arguments are taken from the free end of slab
+// when they fit there (a new slab is started when they do not), capped so
+// that appending to them cannot reach the next command's; slab is returned
+// with them taken.
+func parseMultibulk(b []byte, slab [][]byte) ([][]byte, [][]byte, int, error) {
+	var args [][]byte
 	count, i, ok, err := parseHeader(b, 0, errMultibulkLen)
 	if !ok || err != nil {
-		return nil, 0, err
+		return nil, slab, 0, err
 	}
 	if count <= 0 || count > maxArgs {
-		return nil, 0, errMultibulkLen
+		return nil, slab, 0, errMultibulkLen
 	}
-	args = make([][]byte, 0, min(count, 64))
+	switch {
+	case count > slabArgs:
+		args = make([][]byte, 0, slabArgs) // grows with what arrives
+	case cap(slab)-len(slab) < count:
+		slab = make([][]byte, 0, slabArgs)
+		fallthrough
+	default:
+		args = slab[len(slab):len(slab)]
+	}
 	for j := 0; j < count; j++ {
 		if i >= len(b) {
-			return nil, 0, nil
+			return nil, slab, 0, nil
 		}
 		if b[i] != '$' {
-			return nil, 0, errExpectedDollar(b[i])
+			return nil, slab, 0, errExpectedDollar(b[i])
 		}
 		size, next, ok, err := parseHeader(b, i, errBulkLen)
 		if !ok || err != nil {
-			return nil, 0, err
+			return nil, slab, 0, err
 		}
 		if size < 0 {
-			return nil, 0, errBulkLen
+			return nil, slab, 0, errBulkLen
 		}
 		if len(b)-next < size+2 {
-			return nil, 0, nil
+			return nil, slab, 0, nil
 		}
 		if b[next+size] != '\r' || b[next+size+1] != '\n' {
-			return nil, 0, errBulkLen
+			return nil, slab, 0, errBulkLen
 		}
 		args = append(args, b[next:next+size:next+size])
 		i = next + size + 2
 	}
-	return args, i, nil
+	if count <= slabArgs {
+		args = args[:count:count]
+		slab = slab[:len(slab)+count]
+	}
+	return args, slab, i, nil
 }
 
 // parseHeader reads the number after the type byte at b[at] up to CRLF. ok

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,4 +94,43 @@ func FuzzParseCommands(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		checkParserAgainstRedcon(t, data, 1+int(chunk%32))
 	})
+}
+
+// Commands parsed from one buffer share an allocation for their arguments
+// (parseMultibulk's slab): a handler that appends to one command's
+// arguments must not overwrite the next command's, also where a slab runs
+// out and where a command has more arguments than a slab holds.
+func TestParsedCommandsDoNotShareArguments(t *testing.T) {
+	var in strings.Builder
+	var want [][]string
+	for i := 0; i < 3*slabArgs; i++ {
+		n := 1 + i%5
+		if i == slabArgs+1 {
+			n = slabArgs + 7
+		}
+		args := make([]string, n)
+		fmt.Fprintf(&in, "*%d\r\n", n)
+		for j := range args {
+			args[j] = fmt.Sprintf("c%da%d", i, j)
+			fmt.Fprintf(&in, "$%d\r\n%s\r\n", len(args[j]), args[j])
+		}
+		want = append(want, args)
+	}
+	cmds, used, err := parseCommands([]byte(in.String()))
+	if err != nil || used != in.Len() || len(cmds) != len(want) {
+		t.Fatalf("parsed %d commands, %d of %d bytes, %v", len(cmds), used, in.Len(), err)
+	}
+	for _, c := range cmds {
+		_ = append(c.Args, []byte("appended"))
+	}
+	for i, c := range cmds {
+		if len(c.Args) != len(want[i]) {
+			t.Fatalf("command %d: %d arguments, want %d", i, len(c.Args), len(want[i]))
+		}
+		for j, a := range c.Args {
+			if string(a) != want[i][j] {
+				t.Fatalf("command %d argument %d: %q, want %q", i, j, a, want[i][j])
+			}
+		}
+	}
 }
