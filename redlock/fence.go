@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Fenced locks: every grant of a key carries a fencing number that is
@@ -119,31 +122,11 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		re = "1"
 	}
 	c.flights.begin(keys[:1], len(c.nodes))
-	decided := make(chan struct{})
-	var rollback bool // written before decided is closed
-	undone := make(chan struct{}, len(c.nodes))
 	start := time.Now()
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (fenceVote, error) {
-		v, err := fenceVoteOn(nctx, n, keys, token, ttl, re, attempt)
-		go func() {
-			<-decided
-			// The undo names this attempt, so it can neither delete a lock
-			// a later attempt of the same token took, nor give back a hold
-			// it did not add: no master's votes need withholding meanwhile.
-			if rollback && (err != nil || v.state > 0) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				which := attempt
-				if c.opts.undoByToken {
-					which = ""
-				}
-				_ = n.run(rctx, fenceUndoScript, keys, token, which).Err()
-				cancel()
-			}
-			c.flights.end(keys[:1])
-			undone <- struct{}{}
-		}()
-		return v, err
-	})
+	args := []any{token, ttl.Milliseconds(), re, attempt}
+	ch := fanoutCmd(c, func(_ *node, cl *call) {
+		cl.script, cl.keys, cl.args = fenceAcquireScript, keys, args
+	}, parseFenceVote, nil)
 	// Every master's counter counts towards the number: wait for all.
 	got := collect(ch, len(c.nodes), func([]reply[fenceVote]) bool { return false })
 	t := tally{n: len(c.nodes), quorum: c.quorum, answered: len(got)}
@@ -151,7 +134,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	holders := map[string]int{}
 	var res FenceResult
 	var maxCounter, maxFence, holds int64
-	reentered, ran := 0, 0 // reentered: votes of reentries that kept a number
+	reentered := 0 // votes of reentries that kept a number
 	for _, r := range got {
 		switch {
 		case r.err == errMasterDown:
@@ -162,10 +145,8 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		case r.err != nil:
 			t.failed++
 			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-			ran++
 			continue
 		}
-		ran++
 		maxCounter = max(maxCounter, r.val.counter)
 		switch {
 		case r.val.state == 0:
@@ -210,12 +191,39 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	default:
 		err = ErrSplitVote
 	}
-	rollback = err != nil
-	close(decided)
-	for i := 0; rollback && i < ran; i++ {
-		<-undone
-	}
+	c.settleFence(got, err != nil, keys, token, attempt)
 	return res, err
+}
+
+// settleFence ends the writes of one fenced attempt (WaitWrites). With
+// rollback it first undoes the attempt on every master that ran it, also
+// where the script failed, as it may still have run; it returns when those
+// undos are done. The undo names the attempt, so it can neither delete a
+// lock a later attempt of the same token took, nor give back a hold it did
+// not add: no master's votes need withholding meanwhile.
+func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []string, token, attempt string) {
+	which := attempt
+	if c.opts.undoByToken {
+		which = ""
+	}
+	var undone sync.WaitGroup
+	for _, r := range got {
+		switch {
+		case r.err == errMasterDown:
+			// Sent nothing; its write was ended when it was counted.
+		case !rollback || (r.err == nil && r.val.state == 0):
+			c.flights.end(keys[:1])
+		default:
+			undone.Add(1)
+			u := &call{script: fenceUndoScript, keys: keys, args: []any{token, which}, deadline: time.Now().Add(c.opts.nodeTimeout)}
+			u.done = func(*redis.Cmd) {
+				c.flights.end(keys[:1])
+				undone.Done()
+			}
+			r.node.batch.send(context.Background(), u)
+		}
+	}
+	undone.Wait()
 }
 
 // commitFence is step 2: it raises the counters to f and records f beside
@@ -225,9 +233,8 @@ func (c *Client) commitFence(ctx context.Context, keys []string, token string, f
 	if c.opts.fenceSingle || c.opts.noWriteBack {
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
 	}
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, fenceCommitScript, keys, token, f).Int64()
-	})
+	args := []any{token, f}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceCommitScript, keys, args }, parseInt, nil)
 	yes, failed, errs := c.trustedYes(ch)
 	switch {
 	case yes >= c.quorum:
@@ -264,8 +271,9 @@ func heldByCount(holders map[string]int, quorum int) bool {
 	return false
 }
 
-func fenceVoteOn(ctx context.Context, n *node, keys []string, token string, ttl time.Duration, reentrant, attempt string) (fenceVote, error) {
-	vals, err := n.run(ctx, fenceAcquireScript, keys, token, ttl.Milliseconds(), reentrant, attempt).Slice()
+// parseFenceVote reads one master's reply to fenceAcquireScript.
+func parseFenceVote(cmd *redis.Cmd) (fenceVote, error) {
+	vals, err := cmd.Slice()
 	if err != nil {
 		return fenceVote{}, err
 	}
@@ -316,9 +324,8 @@ func (c *Client) ReleaseFencedAll(ctx context.Context, key, token string) (Fence
 
 func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (FenceRelease, error) {
 	c.WaitWrites(ctx, key)
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, fenceReleaseScript, FenceKeys(key), token, holds).Int64()
-	})
+	keys, args := FenceKeys(key), []any{token, holds}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceReleaseScript, keys, args }, parseInt, nil)
 	deleted, kept, answered := 0, 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -352,9 +359,8 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 	}
 	c.WaitWrites(ctx, key)
 	start := time.Now()
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, fenceExtendScript, FenceKeys(key), token, ttl.Milliseconds()).Int64()
-	})
+	keys, args := FenceKeys(key), []any{token, ttl.Milliseconds()}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceExtendScript, keys, args }, parseInt, nil)
 	yes, failed := 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -414,8 +420,9 @@ type FenceInfo struct {
 
 // InfoFenced reads a fenced lock from every master.
 func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) {
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (FenceMaster, error) {
-		vals, err := n.run(nctx, fenceInfoScript, FenceKeys(key)).Slice()
+	keys := FenceKeys(key)
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys = fenceInfoScript, keys }, func(cmd *redis.Cmd) (FenceMaster, error) {
+		vals, err := cmd.Slice()
 		if err != nil {
 			return FenceMaster{}, err
 		}
@@ -428,7 +435,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 		}
 		m.Fence, m.Holds = atoi(vals[3]), atoi(vals[4])
 		return m, nil
-	})
+	}, nil)
 	got := collect(ch, len(c.nodes), func([]reply[FenceMaster]) bool { return false })
 	info := FenceInfo{Validity: -2, Masters: make([]FenceMaster, len(c.nodes))}
 	failed := 0
