@@ -174,7 +174,13 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	}
 	vote, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
-	run := &acquireRun{c: c, keys: keys, ttl: ttl, undo: undo, taint: taintKey(keys, value)}
+	run := &acquireRun[setVote]{c: c, keys: keys, ttl: ttl, taint: taintKey(keys, value),
+		undo: func(n *node, v setVote, err error) (*call, bool) {
+			if err == nil && !v.set {
+				return nil, false // refused: nothing taken
+			}
+			return undo(n), true
+		}}
 	run.early = run.earlyBuf[:0]
 	start := time.Now()
 	ch := fanoutCmd(c, vote, parse, run.onVote)
@@ -235,32 +241,36 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 // acquireRun settles each master's part of one acquire once the outcome is
 // known: a master's write counts as landed (for WaitWrites) when it answered,
 // or, for a lock that was not granted, when its undo did.
-type acquireRun struct {
-	c     *Client
-	keys  []string
-	ttl   time.Duration
-	undo  func(*node) *call
+type acquireRun[T any] struct {
+	c    *Client
+	keys []string
+	ttl  time.Duration
+	// undo returns the call that takes back what a master's vote took,
+	// also where it failed (it may still land), or nil; with taint, the
+	// master's votes for the same token don't count until it is known to
+	// have landed.
+	undo  func(n *node, v T, err error) (u *call, taint bool)
 	taint string
 
 	mu       sync.Mutex
 	decided  bool
 	rollback bool
-	early    []earlyVote // answered before the outcome was known
-	earlyBuf [5]earlyVote
+	early    []earlyVote[T] // answered before the outcome was known
+	earlyBuf [5]earlyVote[T]
 	undone   sync.WaitGroup // rollbacks decide waits for
 }
 
-type earlyVote struct {
+type earlyVote[T any] struct {
 	n   *node
-	v   setVote
+	v   T
 	err error
 }
 
 // onVote runs in the worker that read a master's vote.
-func (a *acquireRun) onVote(n *node, v setVote, err error) {
+func (a *acquireRun[T]) onVote(n *node, v T, err error) {
 	a.mu.Lock()
 	if !a.decided {
-		a.early = append(a.early, earlyVote{n, v, err})
+		a.early = append(a.early, earlyVote[T]{n, v, err})
 		a.mu.Unlock()
 		return
 	}
@@ -271,7 +281,7 @@ func (a *acquireRun) onVote(n *node, v setVote, err error) {
 // decide records the outcome and settles the votes already in. With a
 // rollback it waits until the masters among them that answered have undone
 // their part; failed ones undo it in the background.
-func (a *acquireRun) decide(rollback bool) {
+func (a *acquireRun[T]) decide(rollback bool) {
 	a.mu.Lock()
 	a.decided, a.rollback = true, rollback
 	early := a.early
@@ -288,29 +298,32 @@ func (a *acquireRun) decide(rollback bool) {
 	}
 }
 
-// settle undoes one master's part of a lock that was not granted, also
-// where its SET timed out, as it may still land. With awaited, it marks
-// a.undone done when that is done.
-func (a *acquireRun) settle(n *node, v setVote, err error, awaited bool) {
+// settle undoes one master's part of a lock that was not granted. With
+// awaited, it marks a.undone done when that is done.
+func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 	c := a.c
-	if !a.rollback || err == errMasterDown || (err == nil && !v.set) {
+	var u *call
+	var taint bool
+	if a.rollback && err != errMasterDown {
+		u, taint = a.undo(n, v, err)
+	}
+	if u == nil {
 		c.flights.end(a.keys)
 		if awaited {
 			a.undone.Done()
 		}
 		return
 	}
-	// Until the delete is known to have landed, it may still land later and
+	// Until the undo is known to have landed, it may still land later and
 	// remove a lock this same token wins meanwhile: the master's votes for
 	// the token don't count while it is in flight, nor, if it fails, until
 	// that cannot matter.
-	if !c.opts.noTaint {
+	if taint && !c.opts.noTaint {
 		n.taint(a.taint, c.taintFor(a.ttl))
 	}
-	u := a.undo(n)
 	u.deadline = time.Now().Add(c.opts.nodeTimeout)
 	u.done = func(cmd *redis.Cmd) {
-		if cmd.Err() == nil {
+		if taint && cmd.Err() == nil {
 			n.untaint(a.taint)
 		}
 		c.flights.end(a.keys)
@@ -474,9 +487,8 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) ([]int64, error) {
-		return n.run(nctx, releaseAllScript, keys, value).Int64Slice()
-	})
+	args := []any{value}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = releaseAllScript, keys, args }, (*redis.Cmd).Int64Slice, nil)
 	deleted := make([]int, len(keys))
 	failed := 0
 	var errs []error
@@ -513,9 +525,8 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 		c.WaitWrites(ctx, k)
 	}
 	start := time.Now()
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, extendAllScript, keys, value, ttl.Milliseconds()).Int64()
-	})
+	args := []any{value, ttl.Milliseconds()}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = extendAllScript, keys, args }, parseInt, nil)
 	yes, failed, errs := c.trustedYes(ch)
 	if yes >= c.quorum {
 		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil

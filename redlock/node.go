@@ -250,15 +250,10 @@ func (n *node) tainted(k string) bool {
 }
 
 // do sends one command to this master, in the next batch of its
-// pipeline. Every quorum step goes through do or run.
+// pipeline, and waits for the reply (the clock check). Quorum steps send
+// theirs to every master with fanoutCmd.
 func (n *node) do(ctx context.Context, args ...any) *redis.Cmd {
 	return n.call(ctx, &call{args: args})
-}
-
-// run runs one of this package's scripts on this master: EVALSHA, and EVAL
-// when the master does not have the script yet.
-func (n *node) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
-	return n.call(ctx, &call{script: s, keys: keys, args: args})
 }
 
 func (n *node) call(ctx context.Context, c *call) *redis.Cmd {

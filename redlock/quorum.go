@@ -16,10 +16,12 @@ type reply[T any] struct {
 	trusted bool // the restart guard lets this master's vote count
 }
 
-// fanout runs call on every master in parallel, each under the node timeout,
-// and delivers the replies on a channel buffered to N, so that no goroutine
-// blocks once the caller has stopped reading. A call is not cancelled when
-// ctx is: a lock operation that was sent must be accounted for.
+// fanout runs call on every master in parallel, each in a goroutine of its
+// own under the node timeout, and delivers the replies on a channel buffered
+// to N, so that no goroutine blocks once the caller has stopped reading. A
+// call is not cancelled when ctx is. Lock operations use fanoutCmd, which
+// queues on the pipelines instead; fanout serves Probe, whose PING goes
+// through the go-redis pool.
 func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context, n *node) (T, error)) <-chan reply[T] {
 	ch := make(chan reply[T], len(c.nodes))
 	base := context.WithoutCancel(ctx)

@@ -120,42 +120,29 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		mode = "r"
 	}
 	c.flights.begin(keys, len(c.nodes))
-	decided := make(chan struct{})
-	var rollback bool // written before decided is closed
-	rolledBack := make(chan *node, len(c.nodes))
-	start := time.Now()
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		v, err := n.run(nctx, rwAcquireScript, keys, token, ttl.Milliseconds(), mode).Int64()
-		go func() {
-			<-decided
+	run := &acquireRun[int64]{c: c, keys: keys, ttl: ttl, taint: taintKey(keys, token),
+		undo: func(_ *node, v int64, err error) (*call, bool) {
 			// Take back what this call added, also where it timed out (it
 			// may still land). A token that held the key before keeps it,
 			// as a reader again if this call promoted it.
-			if rollback && v == 3 {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				_ = n.run(rctx, rwDemoteScript, keys, token).Err()
-				cancel()
+			switch {
+			case err == nil && v == 3:
+				return &call{script: rwDemoteScript, keys: keys, args: []any{token}}, false
+			case err != nil || v == 1:
+				return &call{script: rwReleaseScript, keys: keys, args: []any{token}}, true
 			}
-			if rollback && (err != nil || v == 1) {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.nodeTimeout)
-				tk := taintKey(keys, token)
-				if !c.opts.noTaint {
-					n.taint(tk, c.taintFor(ttl))
-				}
-				if n.run(rctx, rwReleaseScript, keys, token).Err() == nil {
-					n.untaint(tk)
-				}
-				cancel()
-			}
-			c.flights.end(keys)
-			rolledBack <- n
-		}()
-		return v, err
-	})
+			return nil, false
+		}}
+	run.early = run.earlyBuf[:0]
+	args := []any{token, ttl.Milliseconds(), mode}
+	start := time.Now()
+	ch := fanoutCmd(c, func(_ *node, cl *call) {
+		cl.script, cl.keys, cl.args = rwAcquireScript, keys, args
+	}, parseInt, run.onVote)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	refused := 0
 	var errs []error
-	got := collect(ch, len(c.nodes), func(got []reply[int64]) bool {
+	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
 		r := got[len(got)-1]
 		t.answered++
 		switch {
@@ -164,7 +151,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
 		case r.val <= 0:
 			refused++
-		case !r.trusted || (!c.opts.noTaint && r.node.tainted(taintKey(keys, token))):
+		case !r.trusted || (!c.opts.noTaint && r.node.tainted(run.taint)):
 			t.untrusted++
 		default:
 			t.yes++
@@ -187,37 +174,9 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 	default:
 		err = ErrSplitVote
 	}
-	rollback = err != nil
-	close(decided)
-	skipped := 0
-	for _, r := range got {
-		if r.err == errMasterDown {
-			skipped++
-		}
-	}
-	go func(unread int) {
-		for i := 0; i < unread; i++ {
-			if r := <-ch; r.err == errMasterDown {
-				c.flights.end(keys)
-			}
-		}
-	}(len(c.nodes) - len(got))
-	for i := 0; i < skipped; i++ {
-		c.flights.end(keys)
-	}
-	if rollback {
-		// Wait for the masters that took their part to give it back; the
-		// ones that failed also report here, maybe first.
-		wait := map[*node]bool{}
-		for _, r := range got {
-			if r.err == nil {
-				wait[r.node] = true
-			}
-		}
-		for len(wait) > 0 {
-			delete(wait, <-rolledBack)
-		}
-	}
+	// Undo what the masters that answered took; late and failed ones undo
+	// their part when they answer, in the background.
+	run.decide(err != nil)
 	return l, err
 }
 
@@ -238,9 +197,8 @@ func (c *Client) ReleaseRW(ctx context.Context, key, token string) (ReleaseResul
 // HeldRW reports whether token holds the read/write lock key, unexpired, on
 // a quorum of masters.
 func (c *Client) HeldRW(ctx context.Context, key, token string) (bool, error) {
-	ch := fanout(ctx, c, func(nctx context.Context, n *node) (int64, error) {
-		return n.run(nctx, rwHeldScript, []string{key}, token).Int64()
-	})
+	keys, args := []string{key}, []any{token}
+	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = rwHeldScript, keys, args }, parseInt, nil)
 	held, failed := 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
