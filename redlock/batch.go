@@ -178,7 +178,7 @@ func (w *worker) exec(batch []*call) {
 	}
 	w.b.pipelines.Add(1)
 	w.b.commands.Add(int64(len(live)))
-	w.roundTrip(live, false, deadline)
+	w.roundTrip(live, false, now, deadline)
 	// A master that has not seen a script yet (new, restarted or flushed)
 	// answers NOSCRIPT: send those again with the script's text.
 	var again []*call
@@ -189,7 +189,7 @@ func (w *worker) exec(batch []*call) {
 		}
 	}
 	if len(again) > 0 {
-		w.roundTrip(again, true, deadline)
+		w.roundTrip(again, true, now, deadline)
 	}
 	for _, c := range live {
 		c.finish()

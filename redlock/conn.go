@@ -65,7 +65,7 @@ type mconn struct {
 	nc   net.Conn
 	br   *bufio.Reader
 	buf  []byte    // the batch being written
-	used time.Time // when its last batch was written
+	used time.Time // when its last batch was taken (written just after)
 }
 
 // idleCheck is how long a connection may sit unused before it is checked
@@ -190,10 +190,11 @@ func (m *mconn) flush(deadline time.Time) error {
 func (m *mconn) close() { m.nc.Close() }
 
 // roundTrip sends the calls of one batch (by EVALSHA, or by EVAL if eval is
-// set, for scripts) and puts each one's reply in its res. An I/O or
-// protocol error answers every call not yet answered with it and closes the
-// connection; the next batch dials a new one.
-func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
+// set, for scripts) and puts each one's reply in its res; now is when the
+// batch was taken. An I/O or protocol error answers every call not yet
+// answered with it and closes the connection; the next batch dials a new
+// one.
+func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	fail := func(err error) {
 		for _, c := range calls {
 			if c.sent {
@@ -206,7 +207,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
 			w.conn = nil
 		}
 	}
-	if w.conn != nil && time.Since(w.conn.used) > idleCheck && peek.Of(w.conn.nc).Broken() {
+	if w.conn != nil && now.Sub(w.conn.used) > idleCheck && peek.Of(w.conn.nc).Broken() {
 		// Closed by the master while idle: a batch sent on it would fail
 		// every vote in it.
 		w.conn.close()
@@ -247,7 +248,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, deadline time.Time) {
 	if sent == 0 {
 		return
 	}
-	m.used = time.Now()
+	m.used = now
 	if err := m.flush(deadline); err != nil {
 		fail(err)
 		return
