@@ -252,3 +252,30 @@ func FuzzInputFramer(f *testing.F) {
 		checkAgainstRedcon(t, data, testLimits, 1+int(chunk%32))
 	})
 }
+
+// A client's input buffer grows for reads that fill it, up to
+// readBufBatch, keeps its size through the short read of a pipeline's tail,
+// and shrinks back to readBufMin once its reads are small, so that a client
+// that pipelined once does not keep a big buffer while idle.
+func TestInputBufferFollowsTheReads(t *testing.T) {
+	var b bufSizer
+	n := readBufMin
+	for i := 0; i < 10; i++ {
+		n = b.next(n, true)
+	}
+	if n != readBufBatch {
+		t.Fatalf("after full reads: %d, want %d", n, readBufBatch)
+	}
+	for i := 0; i < 10; i++ {
+		b.next(n, true)
+		if m := b.next(40, false); m != readBufBatch {
+			t.Fatalf("a pipeline's tail after a full read: %d, want it kept at %d", m, readBufBatch)
+		}
+	}
+	for i := 0; i < 10*shrinkAfter; i++ {
+		n = b.next(40, false)
+	}
+	if n != readBufMin {
+		t.Fatalf("after small reads: %d, want %d", n, readBufMin)
+	}
+}

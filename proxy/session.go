@@ -19,13 +19,48 @@ import (
 //     limits the clientConn enforces;
 //   - the commands of one read are run in order, as one batch: their
 //     arguments point into that read's buffer, which is then handed over to
-//     them and a fresh small one takes its place, so a command that keeps
-//     an argument keeps valid bytes, and a big buffer is dropped after use;
+//     them and a fresh small one takes its place (up to readBufBatch for a
+//     client that pipelines), so a command that keeps an argument keeps
+//     valid bytes, and a big buffer is dropped after use;
 //   - replies are flushed once per batch (dispatch hands them to the
 //     clientConn after every command, which holds small ones back).
 
-// readBufMin is the input buffer of a client between commands.
-const readBufMin = 512
+// readBufMin is the input buffer of a client between commands, and
+// readBufBatch how far it grows for a client that pipelines (bufSizer).
+const (
+	readBufMin   = 512
+	readBufBatch = 4 << 10
+	// shrinkAfter is how many small reads in a row halve the buffer.
+	shrinkAfter = 8
+)
+
+// bufSizer sizes a client's next input buffer from its reads: one that
+// fills the buffer doubles it, up to readBufBatch, so that a pipeline of
+// small commands (redis-benchmark -P 16 sends about 1 KB at once) is read,
+// forwarded and answered as one batch rather than in 512-byte pieces, each
+// with a write to the backend and one to the client. shrinkAfter reads in a
+// row that fill less than a quarter of it halve it again: not one, as the
+// tail of a pipeline that did not fit is such a read.
+type bufSizer struct {
+	n     int // the size of the next fresh buffer; 0: readBufMin
+	small int // small reads in a row
+}
+
+func (b *bufSizer) next(read int, filled bool) int {
+	n := max(b.n, readBufMin)
+	switch {
+	case filled:
+		n, b.small = min(2*n, readBufBatch), 0
+	case read < n/4:
+		if b.small++; b.small >= shrinkAfter {
+			n, b.small = max(n/2, readBufMin), 0
+		}
+	default:
+		b.small = 0
+	}
+	b.n = n
+	return n
+}
 
 // session is one client connection and the goroutine that serves it.
 type session struct {
@@ -38,6 +73,7 @@ type session struct {
 	n      int              //
 	cmds   []redcon.Command // the rest of the batch being run
 	closed bool             // Close was called: run nothing more
+	sizer  bufSizer         // the size of the next fresh input buffer
 }
 
 var _ redcon.Conn = (*session)(nil)
@@ -130,6 +166,7 @@ func (ss *session) loop() error {
 		k, err := ss.cc.Read(ss.in[ss.n:])
 		ss.n += k
 		if k > 0 {
+			next := ss.sizer.next(k, ss.n == len(ss.in))
 			cmds, used, perr := parseCommands(ss.in[:ss.n])
 			if perr != nil {
 				ss.wr.WriteError("ERR " + perr.Error())
@@ -140,7 +177,7 @@ func (ss *session) loop() error {
 				// The batch keeps this buffer; what follows it moves to a
 				// new one.
 				rest := ss.n - used
-				in := make([]byte, max(readBufMin, rest))
+				in := make([]byte, max(next, rest))
 				copy(in, ss.in[used:ss.n])
 				ss.in, ss.n = in, rest
 				ss.cmds = cmds
