@@ -16,12 +16,20 @@ var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
 // rest of b is an unfinished command. The inputFramer has already checked
 // the framing and the limits of these bytes.
 func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
-	var slab [][]byte // the arguments of several commands share one allocation
+	// The first command's arguments get an allocation of their own: most
+	// reads hold just one. Those of the commands after it share larger ones
+	// (slab), sized for what the rest of b can hold: an argument takes at
+	// least 6 bytes ("$0\r\n\r\n").
+	var slab [][]byte
 	for used < len(b) {
 		var args [][]byte
 		var n int
 		if b[used] == '*' {
-			args, slab, n, err = parseMultibulk(b[used:], slab)
+			size := 0
+			if cmds != nil {
+				size = min(slabArgs, (len(b)-used)/6+1)
+			}
+			args, slab, n, err = parseMultibulk(b[used:], slab, size)
 		} else {
 			args, n, err = parseInline(b[used:])
 		}
@@ -33,7 +41,9 @@ func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 		}
 		if len(args) > 0 {
 			if cmds == nil {
-				cmds = make([]redcon.Command, 0, 8)
+				// Room for as many more commands of this one's size as b
+				// holds: one for a read of one command.
+				cmds = make([]redcon.Command, 0, min(1+(len(b)-used-n)/n, 64))
 			}
 			cmds = append(cmds, redcon.Command{Raw: b[used : used+n], Args: args})
 		}
@@ -42,15 +52,16 @@ func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 	return cmds, used, nil
 }
 
-// slabArgs is how many arguments one shared allocation holds.
+// slabArgs is the most arguments one shared allocation holds.
 const slabArgs = 64
 
 // parseMultibulk parses one "*count" command at the start of b; n is 0 when
-// it has not all arrived. Its arguments are taken from the free end of slab
-// when they fit there (a new slab is started when they do not), capped so
-// that appending to them cannot reach the next command's; slab is returned
-// with them taken.
-func parseMultibulk(b []byte, slab [][]byte) ([][]byte, [][]byte, int, error) {
+// it has not all arrived. With slabLen > 0, its arguments are taken from
+// the free end of slab when they fit there, else from a new slab of
+// slabLen, capped so that appending to them cannot reach the next
+// command's; slab is returned with them taken. Otherwise they get an
+// allocation of their own.
+func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, int, error) {
 	var args [][]byte
 	count, i, ok, err := parseHeader(b, 0, errMultibulkLen)
 	if !ok || err != nil {
@@ -59,11 +70,12 @@ func parseMultibulk(b []byte, slab [][]byte) ([][]byte, [][]byte, int, error) {
 	if count <= 0 || count > maxArgs {
 		return nil, slab, 0, errMultibulkLen
 	}
+	shared := count <= slabLen
 	switch {
-	case count > slabArgs:
-		args = make([][]byte, 0, slabArgs) // grows with what arrives
+	case !shared:
+		args = make([][]byte, 0, min(count, slabArgs)) // grows with what arrives
 	case cap(slab)-len(slab) < count:
-		slab = make([][]byte, 0, slabArgs)
+		slab = make([][]byte, 0, slabLen)
 		fallthrough
 	default:
 		args = slab[len(slab):len(slab)]
@@ -91,7 +103,7 @@ func parseMultibulk(b []byte, slab [][]byte) ([][]byte, [][]byte, int, error) {
 		args = append(args, b[next:next+size:next+size])
 		i = next + size + 2
 	}
-	if count <= slabArgs {
+	if shared {
 		args = args[:count:count]
 		slab = slab[:len(slab)+count]
 	}
