@@ -179,7 +179,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		if c.opts.fenceSingle {
 			f = singleCounter(c, got)
 		}
-		res.Grant, err = c.commitFence(ctx, keys, token, f, ttl, start)
+		res.Grant, err = c.commitFence(keys, token, f, ttl, start)
 		if res.Grant != nil {
 			res.Grant.Holds, res.Grant.Votes = holds, t.yes
 			c.noteTTL(ttl)
@@ -229,7 +229,7 @@ func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []strin
 // commitFence is step 2: it raises the counters to f and records f beside
 // the lock, and grants the lock when a quorum of trusted masters still
 // holding it did so with validity left.
-func (c *Client) commitFence(ctx context.Context, keys []string, token string, f int64, ttl time.Duration, start time.Time) (*FenceGrant, error) {
+func (c *Client) commitFence(keys []string, token string, f int64, ttl time.Duration, start time.Time) (*FenceGrant, error) {
 	if c.opts.fenceSingle || c.opts.noWriteBack {
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
 	}

@@ -174,14 +174,12 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	}
 	vote, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
-	run := &acquireRun[setVote]{c: c, keys: keys, ttl: ttl, taint: taintKey(keys, value),
-		undo: func(n *node, v setVote, err error) (*call, bool) {
-			if err == nil && !v.set {
-				return nil, false // refused: nothing taken
-			}
-			return undo(n), true
-		}}
-	run.early = run.earlyBuf[:0]
+	run := newAcquireRun(c, keys, ttl, value, func(n *node, v setVote, err error) (*call, bool) {
+		if err == nil && !v.set {
+			return nil, false // refused: nothing taken
+		}
+		return undo(n), true
+	})
 	start := time.Now()
 	ch := fanoutCmd(c, vote, parse, run.onVote)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
@@ -258,6 +256,14 @@ type acquireRun[T any] struct {
 	early    []earlyVote[T] // answered before the outcome was known
 	earlyBuf [5]earlyVote[T]
 	undone   sync.WaitGroup // rollbacks decide waits for
+}
+
+// newAcquireRun starts the settling of an acquire of keys for value
+// (token).
+func newAcquireRun[T any](c *Client, keys []string, ttl time.Duration, value string, undo func(n *node, v T, err error) (*call, bool)) *acquireRun[T] {
+	a := &acquireRun[T]{c: c, keys: keys, ttl: ttl, undo: undo, taint: taintKey(keys, value)}
+	a.early = a.earlyBuf[:0]
+	return a
 }
 
 type earlyVote[T any] struct {

@@ -120,20 +120,18 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		mode = "r"
 	}
 	c.flights.begin(keys, len(c.nodes))
-	run := &acquireRun[int64]{c: c, keys: keys, ttl: ttl, taint: taintKey(keys, token),
-		undo: func(_ *node, v int64, err error) (*call, bool) {
-			// Take back what this call added, also where it timed out (it
-			// may still land). A token that held the key before keeps it,
-			// as a reader again if this call promoted it.
-			switch {
-			case err == nil && v == 3:
-				return &call{script: rwDemoteScript, keys: keys, args: []any{token}}, false
-			case err != nil || v == 1:
-				return &call{script: rwReleaseScript, keys: keys, args: []any{token}}, true
-			}
-			return nil, false
-		}}
-	run.early = run.earlyBuf[:0]
+	run := newAcquireRun(c, keys, ttl, token, func(_ *node, v int64, err error) (*call, bool) {
+		// Take back what this call added, also where it timed out (it may
+		// still land). A token that held the key before keeps it, as a
+		// reader again if this call promoted it.
+		switch {
+		case err == nil && v == 3:
+			return &call{script: rwDemoteScript, keys: keys, args: []any{token}}, false
+		case err != nil || v == 1:
+			return &call{script: rwReleaseScript, keys: keys, args: []any{token}}, true
+		}
+		return nil, false
+	})
 	args := []any{token, ttl.Milliseconds(), mode}
 	start := time.Now()
 	ch := fanoutCmd(c, func(_ *node, cl *call) {
