@@ -21,10 +21,10 @@ import (
 // A client's batch is answered once all its replies are in, so the replies
 // of one batch are held in memory together: only batches of at most
 // muxMaxBatch commands go this way; longer ones get a pooled connection of
-// their own and pass their replies on one by one. A
-// batch whose replies take longer than proxy.passthrough_timeout, or any error on
-// the connection, fails every command queued on it; the next command dials
-// a new one.
+// their own and pass their replies on one by one. A batch whose replies
+// take longer than proxy.passthrough_timeout, or any error on the
+// connection, fails every command queued on it; the next command dials a
+// new one.
 
 // muxConns is how many shared connections carry plain passthrough commands.
 const muxConns = 2
