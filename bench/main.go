@@ -6,9 +6,11 @@
 //     each locking its own key: through the proxy (3 masters) vs go-redsync
 //     against the same 3 masters vs go-redsync against one Redis;
 //  2. the same through a proxy with 5 masters vs 3;
-//  3. redis-benchmark SET … NX PX acquires/s: proxy vs one Redis;
+//  3. redis-benchmark SET … NX PX acquires/s: proxy vs one Redis; and the
+//     proxy's fenced LOCK.ACQUIRE vs that SET NX through the proxy;
 //  4. passthrough GET/SET with redis-benchmark: proxy vs twemproxy
-//     (pipelined, -P 16) and proxy vs Redis direct (-P 1);
+//     (pipelined, -P 16, with Redis direct as the ceiling) and proxy vs
+//     Redis direct (-P 1);
 //  5. the proxy's RSS with 10,000 idle clients.
 //
 // It starts its own redis-server masters, proxy processes and twemproxy
@@ -360,6 +362,18 @@ func run(o options, ps *procs, out io.Writer) error {
 						r.add("acq."+name+".rps", v.rps)
 						r.add("acq."+name+".p99", v.p99ms)
 					}
+				}
+			}
+		}
+		// The proxy's own fenced acquire, for what its fencing number
+		// costs: a second quorum step, and the first waits for every
+		// master.
+		got, ok = sized("LOCK.ACQUIRE", "fenced", []*proc{p3}, []string{"proxy"}, 1, allRedis, nil,
+			"-c", c, "-r", "100000", "LOCK.ACQUIRE", "key:__rand_int__", "10000")
+		if ok {
+			for _, vs := range got["proxy"] {
+				for _, v := range vs {
+					r.add("fenced.proxy.rps", v.rps)
 				}
 			}
 		}

@@ -144,6 +144,12 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		add(row{what: "3. … CPU (user+system) per acquire, µs: proxy process vs the one Redis process (redis-benchmark runs)",
 			proxy: micros(orNaN(r, "acq.proxy.cpu")), baseline: micros(orNaN(r, "acq.single.cpu")),
 			ratio: ratioOf(r, "acq.proxy.cpu", "acq.single.cpu"), target: "—"})
+		add(row{what: "3. … LOCK.ACQUIRE key:__rand_int__ 10000 (fenced) vs that SET NX, both through the proxy: acquires/s",
+			proxy: rate(orNaN(r, "fenced.proxy.rps")), baseline: rate(orNaN(r, "acq.proxy.rps")),
+			ratio: ratioOf(r, "fenced.proxy.rps", "acq.proxy.rps"), target: "—"})
+		add(row{what: "3. … CPU (user+system) per acquire, µs: proxy process, LOCK.ACQUIRE vs that SET NX",
+			proxy: micros(orNaN(r, "fenced.proxy.cpu")), baseline: micros(orNaN(r, "acq.proxy.cpu")),
+			ratio: ratioOf(r, "fenced.proxy.cpu", "acq.proxy.cpu"), target: "—"})
 	}
 	if o.rows["4"] {
 		for _, t := range []string{"SET", "GET"} {
