@@ -7,23 +7,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
+
+// oneMaster starts a Redis and a Client of it alone (restart guard off, a
+// 2 s node timeout, then opts), and returns the Client's node and a go-redis
+// client of the same Redis; both are closed when the test ends.
+func oneMaster(t *testing.T, opts ...Option) (*node, *redis.Client) {
+	t.Helper()
+	m := redistest.Start(t)
+	c, err := New([]string{m.Addr}, append([]Option{WithRestartGuard(0), WithNodeTimeout(2 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rdb := m.Client()
+	t.Cleanup(func() { rdb.Close() })
+	return c.nodes[0], rdb
+}
 
 // The workers' own connections read every kind of reply into the same
 // values and errors as go-redis does, on a real Redis: the callers parse
 // both with the same *redis.Cmd methods.
 func TestWorkerConnRepliesMatchGoRedis(t *testing.T) {
-	m := redistest.Start(t)
-	c, err := New([]string{m.Addr}, WithRestartGuard(0), WithNodeTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rdb := m.Client()
-	defer rdb.Close()
+	n, rdb := oneMaster(t)
 	ctx := context.Background()
-	n := c.nodes[0]
 
 	big := strings.Repeat("x", 100<<10) // longer than the reader's buffer
 	longErr := "return redis.error_reply('" + strings.Repeat("e", 40<<10) + "')"
@@ -86,16 +96,8 @@ func TestWorkerConnRepliesMatchGoRedis(t *testing.T) {
 // A worker whose connection broke (the master closed it) dials again for
 // the next batch, and the new connection's run_id check runs first.
 func TestWorkerConnRedialsAfterBreak(t *testing.T) {
-	m := redistest.Start(t)
-	c, err := New([]string{m.Addr}, WithRestartGuard(0), WithNodeTimeout(2*time.Second), WithPipelines(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rdb := m.Client()
-	defer rdb.Close()
+	n, rdb := oneMaster(t, WithPipelines(1))
 	ctx := context.Background()
-	n := c.nodes[0]
 	if err := n.do(ctx, "ping").Err(); err != nil {
 		t.Fatal(err)
 	}
