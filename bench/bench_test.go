@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,5 +78,33 @@ func TestCPUTimeOfThisProcess(t *testing.T) {
 	}
 	if after <= before {
 		t.Fatalf("CPU time did not grow after 100 ms of work (%d loops): %v then %v", x, before, after)
+	}
+}
+
+func TestBudgetIsWhatTheOthersLeave(t *testing.T) {
+	r := &results{vals: map[string][]float64{
+		"acq.single.rps": {40000}, "acq.single.cpu": {10},
+		"acq.proxy.rps": {16000}, "acq.proxy.cpu": {25},
+		"acq.proxy.gen": {14}, "acq.proxy.servers": {15}, "acq.proxy.machine": {100},
+	}}
+	bs := budgets(options{rows: map[string]bool{"3": true}}, r, 2)
+	if len(bs) != 1 {
+		t.Fatalf("budgets: %+v", bs)
+	}
+	b := bs[0]
+	// 0.5 × 40,000/s: 2 CPUs give 100 µs per acquire, of which 29 are taken.
+	if b.need != 20000 || b.gen != 14 || b.srv != 15 || b.proxy != 25 || b.redis != 10 {
+		t.Fatalf("budget %+v", b)
+	}
+	if b.busy != 0.8 { // 100 µs per acquire at 16,000/s on 2 CPUs
+		t.Fatalf("busy = %v", b.busy)
+	}
+	var out strings.Builder
+	writeBudgets(&out, bs, 2)
+	if !strings.Contains(out.String(), "| 20,000/s | 100.0 µs | 14.0 µs | 15.0 µs | 71.0 µs | 25.0 µs | 10.0 µs | 80% |") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	if v := bothTests(&results{vals: map[string][]float64{"x.SET": {100}, "x.GET": {300}}}, "x"); v != 150 {
+		t.Fatalf("SET at 100/s and GET at 300/s, as many of each: %v/s", v)
 	}
 }

@@ -13,6 +13,10 @@
 //     Redis direct (-P 1);
 //  5. the proxy's RSS with 10,000 idle clients.
 //
+// A second table (budget.go) sets each throughput target beside the CPU it
+// leaves the proxy on this machine, which the load generator and the Redis
+// servers share.
+//
 // It starts its own redis-server masters, proxy processes and twemproxy
 // (Debian's nutcracker) on 127.0.0.1, and stops them when it ends. Machines
 // are shared and noisy: it reports medians and ratios and never fails on a
@@ -174,13 +178,14 @@ func run(o options, ps *procs, out io.Writer) error {
 		}
 		return ps1, addrs, nil
 	}
-	_, m3, err := startRedisN("master3", 3)
+	m3p, m3, err := startRedisN("master3", 3)
 	if err != nil {
 		return err
 	}
+	var m5p []*proc
 	var m5 []string
 	if o.rows["2"] {
-		if _, m5, err = startRedisN("master5", 5); err != nil {
+		if m5p, m5, err = startRedisN("master5", 5); err != nil {
 			return err
 		}
 	}
@@ -212,6 +217,8 @@ func run(o options, ps *procs, out io.Writer) error {
 		}
 	}
 	allRedis := append(append(append([]string{}, m3...), m5...), single.addr)
+	// The Redis servers each target's commands end on, for the CPU budget.
+	serversOf := map[*proc][]*proc{single: {single}, p3: m3p, p5: m5p, pp: {single}, twem: {single}}
 
 	// Rows 1 and 2: go-redsync. The configurations take turns in each
 	// repetition so that a noisy neighbour hits all of them alike.
@@ -219,15 +226,16 @@ func run(o options, ps *procs, out io.Writer) error {
 		type rsConf struct {
 			key, what string
 			servers   []string
-			proxy     *proc // its CPU time is measured
+			proxy     *proc   // its CPU time is measured
+			redis     []*proc // the Redis servers behind it
 		}
 		var confs []rsConf
-		confs = append(confs, rsConf{"p3", "proxy (3 masters)", []string{p3.addr}, p3})
+		confs = append(confs, rsConf{"p3", "proxy (3 masters)", []string{p3.addr}, p3, m3p})
 		if o.rows["1"] {
-			confs = append(confs, rsConf{"m3", "go-redsync → 3 masters", m3, nil}, rsConf{"single", "go-redsync → 1 Redis", []string{single.addr}, nil})
+			confs = append(confs, rsConf{"m3", "go-redsync → 3 masters", m3, nil, m3p}, rsConf{"single", "go-redsync → 1 Redis", []string{single.addr}, nil, []*proc{single}})
 		}
 		if o.rows["2"] {
-			confs = append(confs, rsConf{"p5", "proxy (5 masters)", []string{p5.addr}, p5})
+			confs = append(confs, rsConf{"p5", "proxy (5 masters)", []string{p5.addr}, p5, m5p})
 		}
 		for rep := range o.reps {
 			for _, c := range confs {
@@ -238,7 +246,11 @@ func run(o options, ps *procs, out io.Writer) error {
 				if c.proxy != nil {
 					cpu0, _ = cpuTime(c.proxy.pid())
 				}
+				snap0 := snapCPU(c.redis, true)
 				res, err := runRedsync(c.servers, o.clients, o.duration)
+				if err == nil {
+					r.recordCPU("rs."+c.key, snap0, snapCPU(c.redis, true), 0, res.pairs)
+				}
 				if c.proxy != nil && err == nil && res.pairs > 0 {
 					// The whole run, warm-up included, over the pairs that
 					// succeeded: an upper bound per operation.
@@ -275,7 +287,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	sized := func(label, cpuKey string, targets []*proc, names []string, tests int, flush []string, after func(name string), args ...string) (map[string]map[string][]rbResult, bool) {
 		slowest := 0.0
 		for _, t := range targets {
-			pilot, _, err := runRedisBenchmark(t.addr, 20000, rbTimeout, args...)
+			pilot, _, _, err := runRedisBenchmark(t.addr, 20000, rbTimeout, args...)
 			if err != nil {
 				// Size the runs from the other targets; the timed runs
 				// try this one again.
@@ -302,11 +314,13 @@ func run(o options, ps *procs, out io.Writer) error {
 					return nil, false
 				}
 				cpu0, cerr := cpuTime(t.pid())
-				res, l, err := runRedisBenchmark(t.addr, n, rbTimeout, args...)
+				snap0 := snapCPU(serversOf[t], false)
+				res, l, gen, err := runRedisBenchmark(t.addr, n, rbTimeout, args...)
 				line = l
 				if cpu1, cerr1 := cpuTime(t.pid()); err == nil && cerr == nil && cerr1 == nil && len(res) > 0 {
 					// Every test of the run sends n commands.
 					r.add(cpuKey+"."+names[i]+".cpu", float64((cpu1-cpu0).Microseconds())/float64(n*len(res)))
+					r.recordCPU(cpuKey+"."+names[i], snap0, snapCPU(serversOf[t], false), gen, n*len(res))
 				}
 				if err != nil {
 					r.problem("%s on %s, repetition %d: %v", label, names[i], rep+1, err)

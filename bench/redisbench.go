@@ -22,40 +22,44 @@ type rbResult struct {
 
 // runRedisBenchmark runs redis-benchmark against addr with the given
 // arguments (plus -h, -p, -n and --csv) and returns its results by test
-// name ("SET", "GET", or the command line for a custom command). An error
-// reply from the server makes redis-benchmark stop; that is an error here.
-func runRedisBenchmark(addr string, n int, timeout time.Duration, args ...string) (map[string]rbResult, string, error) {
+// name ("SET", "GET", or the command line for a custom command), and the
+// CPU time redis-benchmark itself used. An error reply from the server makes
+// redis-benchmark stop; that is an error here.
+func runRedisBenchmark(addr string, n int, timeout time.Duration, args ...string) (res map[string]rbResult, line string, cpu time.Duration, err error) {
 	host, port, _ := strings.Cut(addr, ":")
 	argv := append([]string{"-h", host, "-p", port, "-n", strconv.Itoa(n), "--csv"}, args...)
-	line := "redis-benchmark " + shellJoin(argv)
+	line = "redis-benchmark " + shellJoin(argv)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "redis-benchmark", argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	err := cmd.Run()
+	err = cmd.Run()
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	out := stdout.String()
 	if ctx.Err() != nil {
-		return nil, line, fmt.Errorf("%s: did not finish within %v; output: %s %s", line, timeout, clip(out), clip(stderr.String()))
+		return nil, line, cpu, fmt.Errorf("%s: did not finish within %v; output: %s %s", line, timeout, clip(out), clip(stderr.String()))
 	}
 	if i := strings.Index(out+stderr.String(), "Error from server"); i >= 0 {
 		all := out + stderr.String()
 		msg, _, _ := strings.Cut(all[i:], "\n")
-		return nil, line, fmt.Errorf("%s: %s", line, msg)
+		return nil, line, cpu, fmt.Errorf("%s: %s", line, msg)
 	}
 	if err != nil {
-		return nil, line, fmt.Errorf("%s: %v; output: %s %s", line, err, clip(out), clip(stderr.String()))
+		return nil, line, cpu, fmt.Errorf("%s: %v; output: %s %s", line, err, clip(out), clip(stderr.String()))
 	}
 	res, perr := parseRedisBenchmarkCSV(out)
 	if perr != nil {
-		return nil, line, fmt.Errorf("%s: %v; output: %s", line, perr, clip(out))
+		return nil, line, cpu, fmt.Errorf("%s: %v; output: %s", line, perr, clip(out))
 	}
 	for k, r := range res {
 		r.nTotal = n
 		res[k] = r
 	}
-	return res, line, nil
+	return res, line, cpu, nil
 }
 
 // parseRedisBenchmarkCSV reads redis-benchmark --csv output (Redis 7:

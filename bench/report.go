@@ -203,6 +203,7 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s |\n", w.what, w.proxy, w.baseline, fmtRatio(w.ratio), w.verdict())
 	}
 
+	writeBudgets(out, budgets(o, r, m.cpus), m.cpus)
 	fmt.Fprintf(out, "\nHow each was measured:\n\n")
 	for _, n := range r.notes {
 		fmt.Fprintf(out, "- %s\n", n)
