@@ -140,6 +140,17 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 		cut = w
 	}
 	for i < end {
+		if f.state == fStart && b[i] == '*' {
+			// A whole well-formed command is passed on in one step.
+			if k := f.whole(b, i, end); k > 0 {
+				if w != i {
+					copy(b[w:], b[i:k])
+				}
+				w, i = w+k-i, k
+				done()
+				continue
+			}
+		}
 		if f.state == fBody {
 			k := end - i
 			if int64(k) > f.body {
@@ -262,6 +273,46 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 		}
 	}
 	return w, cut, nil
+}
+
+// whole returns the end of the multibulk command that starts at b[i] when
+// all of it is in b[:end], well formed and within the limits; 0 otherwise,
+// and the byte-by-byte path reads it (and finds its error, if any).
+func (f *inputFramer) whole(b []byte, i, end int) int {
+	count, j, ok := headerNumber(b, i+1, end)
+	if !ok || count == 0 || count > f.lim.maxArgs {
+		return 0
+	}
+	for ; count > 0; count-- {
+		if j >= end || b[j] != '$' {
+			return 0
+		}
+		var size int64
+		if size, j, ok = headerNumber(b, j+1, end); !ok || size > f.lim.maxBulk || int64(end-j) < size+2 {
+			return 0
+		}
+		j += int(size)
+		if b[j] != '\r' || b[j+1] != '\n' || int64(j+2-i) > f.lim.maxQuery {
+			return 0
+		}
+		j += 2
+	}
+	return j
+}
+
+// headerNumber reads the digits from b[j] to a "\r\n" within b[:end]: the
+// number and where the next line starts. Up to 18 digits, so that it cannot
+// overflow; a longer number is left to the byte-by-byte path.
+func headerNumber(b []byte, j, end int) (int64, int, bool) {
+	var v int64
+	k := j
+	for ; k < end && k-j < 18 && b[k] >= '0' && b[k] <= '9'; k++ {
+		v = v*10 + int64(b[k]-'0')
+	}
+	if k == j || k+1 >= end || b[k] != '\r' || b[k+1] != '\n' {
+		return 0, 0, false
+	}
+	return v, k + 2, true
 }
 
 // clientListener wraps every accepted connection in a clientConn.

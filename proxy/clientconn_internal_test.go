@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -239,6 +240,97 @@ func TestFramerPassesRESPUnchanged(t *testing.T) {
 	if err != nil || w != len(in) || cut != len(in) || !bytes.Equal(buf, in) {
 		t.Fatalf("w=%d cut=%d err=%v out=%q", w, cut, err, buf[:w])
 	}
+}
+
+// scanBytewise runs data through a framer one byte per call, as reads of
+// one byte would: what it passes on, where its last whole command ends, and
+// the error that stops it.
+func scanBytewise(data []byte, lim inputLimits) ([]byte, int, error) {
+	f := inputFramer{lim: lim}
+	buf := make([]byte, len(data)+1)
+	w, cut := 0, -1
+	for _, c := range data {
+		start := w
+		if f.holding() {
+			start++
+		}
+		buf[start] = c
+		nw, got, err := f.scan(buf, w, start, start+1)
+		w = nw
+		if got >= 0 {
+			cut = got
+		}
+		if err != nil {
+			return buf[:w], cut, err
+		}
+	}
+	return buf[:w], cut, nil
+}
+
+// checkWholeCommands asserts that the framer reads data in one call, where
+// whole commands take the fast path, exactly as it does byte by byte.
+func checkWholeCommands(t *testing.T, data []byte, lim inputLimits) {
+	t.Helper()
+	wantOut, wantCut, wantErr := scanBytewise(data, lim)
+	f := inputFramer{lim: lim}
+	buf := append([]byte(nil), data...)
+	w, cut, err := f.scan(buf, 0, 0, len(buf))
+	if !bytes.Equal(buf[:w], wantOut) || cut != wantCut || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("input %q: in one call %q, cut %d, %v; byte by byte %q, cut %d, %v", data, buf[:w], cut, err, wantOut, wantCut, wantErr)
+	}
+}
+
+// The one-step path for whole commands agrees with the byte-by-byte one,
+// at and around every limit.
+func TestFramerWholeCommandsAsByteByByte(t *testing.T) {
+	lim := inputLimits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512}
+	bulk := func(n int) string { return fmt.Sprintf("$%d\r\n%s\r\n", n, strings.Repeat("x", n)) }
+	cases := append([]string{}, framerCases...)
+	cases = append(cases,
+		"*1\r\n"+bulk(100),         // the largest bulk
+		"*1\r\n"+bulk(101),         // one more
+		"*2\r\n"+bulk(92)+bulk(90), // 200 bytes: max_query
+		"*2\r\n"+bulk(93)+bulk(90), // 201
+		"*4\r\n"+bulk(1)+bulk(1)+bulk(1)+bulk(1),
+		"*5\r\n"+bulk(1)+bulk(1)+bulk(1)+bulk(1)+bulk(1),
+		"*1\r\n$000000000000000004\r\nPING\r\n",   // 18 digits
+		"*1\r\n$0000000000000000004\r\nPING\r\n",  // 19
+		"*1\r\n$00000000000000000004\r\nPING\r\n", // 20
+		"*1\r\n$999999999999999999\r\n",
+		"*1\r\n$4\r\nPING\n\n",
+		"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPI",
+		"*2\r\n$4\r\nECHO\r\n",
+		"*1\r\n$4\r\nPING\r\n  PING\r\n*1\r\n$4\r\nPING\r\n",
+		"*1\r\n$4\r\nPING\r\n*1\r\n%4\r\nPING\r\n",
+		"*01\r\n$4\r\nPING\r\n",
+		"*+1\r\n$4\r\nPING\r\n",
+		"*1\r\n$+4\r\nPING\r\n",
+	)
+	for _, in := range cases {
+		checkWholeCommands(t, []byte(in), lim)
+		checkWholeCommands(t, []byte(in), testLimits)
+	}
+	// And the one-step path is taken.
+	f := inputFramer{lim: lim}
+	for _, in := range []string{"*1\r\n$4\r\nPING\r\n", "*2\r\n" + bulk(92) + bulk(90)} {
+		if k := f.whole([]byte(in), 0, len(in)); k != len(in) {
+			t.Fatalf("whole(%q) = %d, want %d", in, k, len(in))
+		}
+	}
+	if k := f.whole([]byte("*2\r\n"+bulk(93)+bulk(90)), 0, 201); k != 0 {
+		t.Fatalf("whole of a command over max_query = %d", k)
+	}
+}
+
+// FuzzFramerWholeCommands: see TestFramerWholeCommandsAsByteByByte.
+func FuzzFramerWholeCommands(f *testing.F) {
+	for _, in := range framerCases {
+		f.Add([]byte(in))
+	}
+	f.Add([]byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkWholeCommands(t, data, inputLimits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512})
+	})
 }
 
 // FuzzInputFramer feeds arbitrary bytes, in arbitrary read sizes, through
