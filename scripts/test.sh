@@ -13,7 +13,7 @@ go test -count=1 -timeout 20m ./...
 # A count, not a duration: with -fuzztime as a duration, Go's fuzzing
 # coordinator can fail a target with "context deadline exceeded" when the
 # time runs out while a worker is busy on a loaded machine (golang/go#75804).
-for target in FuzzInputFramer FuzzParseCommands FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript FuzzParseAcquire; do
+for target in FuzzInputFramer FuzzFramerWholeCommands FuzzParseCommands FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript FuzzParseAcquire; do
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 30000x ./proxy 2>&1); then
     echo "$out"; exit 1
   fi
