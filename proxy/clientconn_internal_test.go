@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -369,5 +371,57 @@ func TestInputBufferFollowsTheReads(t *testing.T) {
 	}
 	if n != readBufMin {
 		t.Fatalf("after small reads: %d, want %d", n, readBufMin)
+	}
+}
+
+// A command that keeps its arguments past its batch still finds them there
+// after the client's next read: the session reuses its input buffer only
+// after batches of plain passthrough commands (keepInput).
+func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
+	s := unreachableServer(t)
+	addr, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve() }()
+	var mu sync.Mutex
+	var kept [][]byte
+	commands["test-keep"] = func(_ *Server, c redcon.Conn, _ *client, args [][]byte) {
+		mu.Lock()
+		kept = append(kept, args[1])
+		mu.Unlock()
+		c.WriteString("OK")
+	}
+	defer delete(commands, "test-keep")
+
+	nc, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	send := func(cmd, want string) {
+		t.Helper()
+		if _, err := nc.Write([]byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, want) {
+			t.Fatalf("reply to %q: %q %v", cmd, line, err)
+		}
+	}
+	x := strings.Repeat("x", 100)
+	for i := 0; i < 3; i++ {
+		send("*2\r\n$9\r\ntest-keep\r\n$3\r\nabc\r\n", "+OK")
+		// Plain passthrough: the backend is unreachable, and its bytes
+		// land where "abc" was if the buffer was reused.
+		send("*2\r\n$3\r\nGET\r\n$100\r\n"+x+"\r\n", "-ERR redlock-proxy: passthrough backend")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, k := range kept {
+		if string(k) != "abc" {
+			t.Fatalf("argument kept by command %d is now %q", i+1, k)
+		}
 	}
 }

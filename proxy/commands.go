@@ -67,9 +67,12 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		}
 	}
 	if !st.multi && s.plainPassthrough(name, cmd.Args) {
+		// Done with the arguments when it returns: the shared and the
+		// pinned backend connections encode them before the replies come.
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
+	keepInput(c)
 	if !ok {
 		s.forward(c, st, cmd.Args, false)
 		return

@@ -73,10 +73,22 @@ type session struct {
 	n      int              //
 	cmds   []redcon.Command // the rest of the batch being run
 	closed bool             // Close was called: run nothing more
+	keep   bool             // a command of the batch may keep its arguments
 	sizer  bufSizer         // the size of the next fresh input buffer
 }
 
 var _ redcon.Conn = (*session)(nil)
+
+// keepInput marks the batch c is running as holding on to its commands'
+// arguments, which point into the session's input buffer: the buffer is not
+// reused for the next read. Every command but a plain passthrough one does
+// (Server.handle), as only that path is known to be done with them when it
+// returns.
+func keepInput(c redcon.Conn) {
+	if ss, ok := c.(*session); ok {
+		ss.keep = true
+	}
+}
 
 // serveClients accepts clients until the listener is closed.
 func (s *Server) serveClients(ln net.Listener) error {
@@ -174,19 +186,24 @@ func (ss *session) loop() error {
 				return perr
 			}
 			if used > 0 {
-				// The batch keeps this buffer; what follows it moves to a
-				// new one.
-				rest := ss.n - used
-				in := make([]byte, max(next, rest))
-				copy(in, ss.in[used:ss.n])
-				ss.in, ss.n = in, rest
-				ss.cmds = cmds
+				ss.cmds, ss.keep = cmds, false
 				for len(ss.cmds) > 0 && !ss.closed {
 					cmd := ss.cmds[0]
 					ss.cmds = ss.cmds[1:]
 					ss.s.dispatch(ss, cmd)
 				}
 				ss.cmds = nil
+				// What follows the batch moves to the start of a buffer
+				// for the next read: this one if no command of the batch
+				// may hold on to its arguments (keepInput) and it has the
+				// size wanted, else a new one, and the batch keeps this.
+				rest := ss.n - used
+				in := ss.in
+				if ss.keep || len(in) != max(next, rest) {
+					in = make([]byte, max(next, rest))
+				}
+				copy(in, ss.in[used:ss.n])
+				ss.in, ss.n = in, rest
 				if ss.closed {
 					return nil
 				}
