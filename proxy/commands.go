@@ -72,13 +72,21 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
-	keepInput(c)
+	if !releasesArgs[name] {
+		keepInput(c)
+	}
 	if !ok {
 		s.forward(c, st, cmd.Args, false)
 		return
 	}
 	h(s, c, st, cmd.Args)
 }
+
+// releasesArgs are the commands whose handlers are done with their
+// arguments when they return (they copy what they keep, as strings): like
+// plain passthrough, they let the client's input buffer take its next read
+// (keepInput). SET and SETNX are most lock acquires.
+var releasesArgs = map[string]bool{"set": true, "setnx": true}
 
 // plainPassthrough reports whether a command goes to the backend as it is,
 // with no state of the proxy's: a command the proxy does not handle, or GET
