@@ -16,25 +16,33 @@ var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
 // rest of b is an unfinished command. The inputFramer has already checked
 // the framing and the limits of these bytes.
 func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
-	// The first command's arguments get an allocation of their own: most
-	// reads hold just one. Those of the commands after it share larger ones
-	// (slab), sized for what the rest of b can hold: an argument takes at
-	// least 6 bytes ("$0\r\n\r\n").
-	var slab [][]byte
+	cmds, _, used, err = parseInto(b, nil, nil)
+	return cmds, used, err
+}
+
+// parseInto is parseCommands into the storage of an earlier batch that
+// nothing holds any more, when cmds or slab are not nil: the commands are
+// appended to cmds, and their arguments taken from slab while they fit. It
+// also returns the slab the last arguments came from (nil if none).
+func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Command, _ [][]byte, used int, err error) {
+	// Without a slab to reuse, the first command's arguments get an
+	// allocation of their own: most reads hold just one. Those of the
+	// commands after it share larger ones (slab), sized for what the rest
+	// of b can hold: an argument takes at least 6 bytes ("$0\r\n\r\n").
 	for used < len(b) {
 		var args [][]byte
 		var n int
 		if b[used] == '*' {
-			size := 0
-			if cmds != nil {
-				size = min(slabArgs, (len(b)-used)/6+1)
+			size := cap(slab)
+			if len(cmds) > 0 {
+				size = max(size, min(slabArgs, (len(b)-used)/6+1))
 			}
 			args, slab, n, err = parseMultibulk(b[used:], slab, size)
 		} else {
 			args, n, err = parseInline(b[used:])
 		}
 		if err != nil {
-			return cmds, used, err
+			return cmds, slab, used, err
 		}
 		if n == 0 {
 			break // unfinished
@@ -49,7 +57,7 @@ func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 		}
 		used += n
 	}
-	return cmds, used, nil
+	return cmds, slab, used, nil
 }
 
 // slabArgs is the most arguments one shared allocation holds.

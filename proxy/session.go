@@ -75,6 +75,10 @@ type session struct {
 	closed bool             // Close was called: run nothing more
 	keep   bool             // a command of the batch may keep its arguments
 	sizer  bufSizer         // the size of the next fresh input buffer
+	// The storage of the last batch's commands and arguments, when nothing
+	// holds it any more: the next batch's go there (parseInto).
+	spareCmds []redcon.Command
+	spareArgs [][]byte
 }
 
 var _ redcon.Conn = (*session)(nil)
@@ -88,6 +92,18 @@ func keepInput(c redcon.Conn) {
 	if ss, ok := c.(*session); ok {
 		ss.keep = true
 	}
+}
+
+// spare keeps the storage of a batch that nothing holds any more for the
+// next: its commands, and the slab of their arguments (or the first one's
+// own). Emptied, so that it keeps no input buffer alive.
+func (ss *session) spare(cmds []redcon.Command, slab [][]byte) {
+	if slab == nil && len(cmds) > 0 {
+		slab = cmds[0].Args
+	}
+	clear(cmds)
+	clear(slab[:cap(slab)])
+	ss.spareCmds, ss.spareArgs = cmds[:0], slab[:0]
 }
 
 // serveClients accepts clients until the listener is closed.
@@ -179,7 +195,8 @@ func (ss *session) loop() error {
 		ss.n += k
 		if k > 0 {
 			next := ss.sizer.next(k, ss.n == len(ss.in))
-			cmds, used, perr := parseCommands(ss.in[:ss.n])
+			cmds, slab, used, perr := parseInto(ss.in[:ss.n], ss.spareCmds, ss.spareArgs)
+			ss.spareCmds, ss.spareArgs = nil, nil
 			if perr != nil {
 				ss.wr.WriteError("ERR " + perr.Error())
 				_ = ss.wr.Flush()
@@ -201,6 +218,9 @@ func (ss *session) loop() error {
 				in := ss.in
 				if ss.keep || len(in) != max(next, rest) {
 					in = make([]byte, max(next, rest))
+				}
+				if !ss.keep {
+					ss.spare(cmds, slab)
 				}
 				copy(in, ss.in[used:ss.n])
 				ss.in, ss.n = in, rest
