@@ -111,7 +111,12 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lower(next[n].Args[0]), next[n].Args) {
 		n++
 	}
-	batch := append(make([][][]byte, 0, n+1), cmd.Args)
+	ss, _ := c.(*session)
+	var batch [][][]byte
+	if ss != nil {
+		batch = ss.batch[:0]
+	}
+	batch = append(batch, cmd.Args)
 	var rest []redcon.Command
 	if n > 0 {
 		rest = c.ReadPipeline()
@@ -127,6 +132,11 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 	} else {
 		s.forwardShared(c, batch)
 	}
+	if ss != nil {
+		// Done with: it points into the input, which it must not keep.
+		clear(batch)
+		ss.batch = batch[:0]
+	}
 	for _, x := range rest[n:] {
 		s.dispatch(c, x)
 	}
@@ -136,7 +146,14 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 // backend connection (mux.go).
 func (s *Server) forwardShared(c redcon.Conn, batch [][][]byte) {
 	s.m.passthrough.Add(float64(len(batch)))
-	out, got, err := s.mux.do(batch)
+	var r *muxReq
+	if ss, ok := c.(*session); ok {
+		if ss.req == nil {
+			ss.req = new(muxReq)
+		}
+		r = ss.req
+	}
+	out, got, err := s.mux.do(r, batch)
 	if got > 0 {
 		c.WriteRaw(out)
 		handOver(c)

@@ -32,23 +32,45 @@ const muxConns = 2
 // muxMaxBatch is the longest batch of one client sent on a shared connection.
 const muxMaxBatch = 32
 
-// muxReq is one client's batch of commands on a shared connection.
+// muxReq is one client's batch of commands on a shared connection. A
+// client's session keeps one for all its batches (muxPool.do): once
+// finished, nothing else holds it.
 type muxReq struct {
 	cmds [][][]byte
 	out  []byte // the raw replies, one after the other
 	got  int    // replies read
 	end  int    // len(out) after the last whole reply
 	err  error
-	done chan struct{}
-	conn *muxConn // the connection it was submitted to
+	done chan struct{} // receives once, when finished
+	conn *muxConn      // the connection it was submitted to
 }
 
+// muxKeepOut is the most reply buffer a muxReq keeps between batches.
+const muxKeepOut = 4 << 10
+
+// reset readies r for a batch of cmds.
+func (r *muxReq) reset(cmds [][][]byte) {
+	if r.done == nil {
+		r.done = make(chan struct{}, 1)
+	}
+	if cap(r.out) > muxKeepOut {
+		r.out = nil
+	}
+	if r.out == nil {
+		// Room for short replies (+OK, small values): most batches then
+		// read theirs without growing the buffer.
+		r.out = make([]byte, 0, 32*len(cmds))
+	}
+	r.cmds, r.out, r.got, r.end, r.err, r.conn = cmds, r.out[:0], 0, 0, nil, nil
+}
+
+// finish ends r; it is called once per batch.
 func (r *muxReq) finish(err error) {
 	r.err = err
 	if r.conn != nil {
 		r.conn.inflight.Add(-1)
 	}
-	close(r.done)
+	r.done <- struct{}{}
 }
 
 // muxConn is one shared backend connection.
@@ -237,11 +259,14 @@ func (p *muxPool) close() {
 }
 
 // do runs a batch of commands on a shared connection and returns their raw
-// replies; got says how many arrived whole before an error.
-func (p *muxPool) do(cmds [][][]byte) (out []byte, got int, err error) {
-	// Room for short replies (+OK, small values): most batches then read
-	// theirs without growing the buffer.
-	r := &muxReq{cmds: cmds, done: make(chan struct{}), out: make([]byte, 0, 32*len(cmds))}
+// replies; got says how many arrived whole before an error. r, if not nil,
+// is the caller's own muxReq, reused: the replies returned live in it until
+// its next batch.
+func (p *muxPool) do(r *muxReq, cmds [][][]byte) (out []byte, got int, err error) {
+	if r == nil {
+		r = new(muxReq)
+	}
+	r.reset(cmds)
 	for try := 0; ; try++ {
 		m, err := p.get()
 		if err != nil {
@@ -255,5 +280,6 @@ func (p *muxPool) do(cmds [][][]byte) (out []byte, got int, err error) {
 		}
 	}
 	<-r.done
+	r.cmds = nil // they point into the client's input
 	return r.out[:r.end], r.got, r.err
 }

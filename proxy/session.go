@@ -79,6 +79,10 @@ type session struct {
 	// holds it any more: the next batch's go there (parseInto).
 	spareCmds []redcon.Command
 	spareArgs [][]byte
+	// Reused by every plain passthrough batch (forwardPipeline): the list
+	// of its commands, and its request on a shared backend connection.
+	batch [][][]byte
+	req   *muxReq
 }
 
 var _ redcon.Conn = (*session)(nil)
