@@ -39,13 +39,13 @@ type call struct {
 
 // replier receives the replies of several calls, told apart by idx.
 type replier interface {
-	reply(idx int, cmd *redis.Cmd)
+	reply(idx int, cmd *redis.Cmd, now time.Time)
 }
 
-// finish hands c its reply (already in c.res).
-func (c *call) finish() {
+// finish hands c its reply (already in c.res), which came at now.
+func (c *call) finish(now time.Time) {
 	if c.to != nil {
-		c.to.reply(c.idx, &c.res)
+		c.to.reply(c.idx, &c.res, now)
 	} else {
 		c.done(&c.res)
 	}
@@ -54,7 +54,7 @@ func (c *call) finish() {
 // fail answers c with err.
 func (c *call) fail(err error) {
 	c.res.SetErr(err)
-	c.finish()
+	c.finish(time.Now())
 }
 
 // errClosed answers commands queued after Close.
@@ -161,7 +161,7 @@ func (b *batcher) work() {
 // command whose deadline passed while it waited is not sent.
 func (w *worker) exec(batch []*call) {
 	now := time.Now()
-	live := batch[:0:0]
+	live := batch[:0] // filtered in place
 	var deadline time.Time
 	for _, c := range batch {
 		if !now.Before(c.deadline) {
@@ -191,8 +191,10 @@ func (w *worker) exec(batch []*call) {
 	if len(again) > 0 {
 		w.roundTrip(again, true, now, deadline)
 	}
+	// One reading of the clock for the batch: its replies came together.
+	now = time.Now()
 	for _, c := range live {
-		c.finish()
+		c.finish(now)
 	}
 }
 

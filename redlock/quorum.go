@@ -118,10 +118,9 @@ type fanoutOp[T any] struct {
 	calls []call
 }
 
-func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd) {
+func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	n := op.c.nodes[i]
 	v, err := op.parse(cmd)
-	now := time.Now()
 	n.record(err, now.Sub(op.start), now)
 	if op.after != nil {
 		op.after(n, v, err)
