@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"strings"
+	"sync"
 
 	"github.com/tidwall/redcon"
 )
@@ -240,7 +241,31 @@ func queueable(name string) bool {
 	return false
 }
 
+// lower returns a command name in lower case. The names the proxy
+// handles come back without an allocation (one per command otherwise, two
+// for an upper-case name).
 func lower(b []byte) string {
+	var buf [24]byte
+	if len(b) > len(buf) {
+		return lowerSlow(b)
+	}
+	l := buf[:len(b)]
+	for i, c := range b {
+		switch {
+		case c >= 0x80:
+			return lowerSlow(b)
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		l[i] = c
+	}
+	if name, ok := knownNames()[string(l)]; ok {
+		return name
+	}
+	return string(l)
+}
+
+func lowerSlow(b []byte) string {
 	for _, c := range b {
 		if c >= 'A' && c <= 'Z' {
 			return string(bytes.ToLower(b))
@@ -248,6 +273,16 @@ func lower(b []byte) string {
 	}
 	return string(b)
 }
+
+// knownNames maps each name in commands to itself, once every init has
+// filled commands.
+var knownNames = sync.OnceValue(func() map[string]string {
+	m := make(map[string]string, len(commands))
+	for name := range commands {
+		m[name] = name
+	}
+	return m
+})
 
 func wrongArgs(c redcon.Conn, name string) {
 	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(echo([]byte(name))) + "' command")

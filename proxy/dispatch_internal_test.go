@@ -212,3 +212,20 @@ func TestDispatchSurvivesEvalInMulti(t *testing.T) {
 		t.Fatalf("reply %q, want an error", out)
 	}
 }
+
+// lower reads command names as before (lowerSlow) and gives the names the
+// proxy handles without allocating, in any case.
+func TestLowerNames(t *testing.T) {
+	for _, in := range []string{"SET", "set", "SeT", "EVALSHA", "incr", "INCR", "X", "",
+		"LOCK.ACQUIRE", strings.Repeat("A", 30), "ÄSET", "SÉT", "\xffGET", "get\x00"} {
+		if got, want := lower([]byte(in)), lowerSlow([]byte(in)); got != want {
+			t.Fatalf("lower(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, in := range []string{"SET", "get", "EvalSha", "LOCK.ACQUIRE"} {
+		b := []byte(in)
+		if n := testing.AllocsPerRun(100, func() { _ = lower(b) }); n != 0 {
+			t.Fatalf("lower(%q): %v allocations", in, n)
+		}
+	}
+}

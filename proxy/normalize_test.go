@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -40,6 +41,32 @@ func TestParseSet(t *testing.T) {
 		if _, msg := parseSet(bs(a)); msg != "" {
 			t.Errorf("%v: %s", a, msg)
 		}
+	}
+}
+
+// SET's options are read in any case of their ASCII letters, as Redis
+// reads them (strcasecmp), and without an allocation.
+func TestSetOptionsInAnyCase(t *testing.T) {
+	for _, name := range setOptionNames {
+		up := strings.ToUpper(name)
+		mixed := []byte(name)
+		mixed[0] = up[0]
+		for _, in := range []string{name, up, string(mixed)} {
+			if got := setOption([]byte(in)); got != name {
+				t.Fatalf("setOption(%q) = %q", in, got)
+			}
+		}
+	}
+	// Not options: other words, prefixes, and a Kelvin sign for the K of
+	// KEEPTTL, which Redis does not take for a k either.
+	for _, in := range []string{"", "n", "nxx", "p x", "EXATT", "\u212aEEPTTL", "n\x00"} {
+		if got := setOption([]byte(in)); got != "" {
+			t.Fatalf("setOption(%q) = %q", in, got)
+		}
+	}
+	args := bs([]string{"SET", "lock:k", "token", "NX", "PX", "30000"})
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseSet(args) }); n != 0 {
+		t.Fatalf("parseSet: %v allocations", n)
 	}
 }
 

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"math"
-	"strings"
 	"time"
 )
 
@@ -39,7 +38,7 @@ func parseSet(args [][]byte) (setOptions, string) {
 	}
 	var expArg []byte
 	for i := 3; i < len(args); i++ {
-		a := strings.ToLower(string(args[i]))
+		a := setOption(args[i])
 		switch {
 		case a == "nx" && !o.xx:
 			o.nx = true
@@ -77,4 +76,25 @@ func parseSet(args [][]byte) (setOptions, string) {
 	}
 	o.n = n
 	return o, ""
+}
+
+// setOptionNames are SET's options, in lower case.
+var setOptionNames = [...]string{"nx", "xx", "get", "keepttl", "ex", "px", "exat", "pxat"}
+
+// setOption returns the option of SET that b names, in any case of ASCII
+// letters as Redis reads them, or "" if none.
+func setOption(b []byte) string {
+next:
+	for _, name := range setOptionNames {
+		if len(b) != len(name) {
+			continue
+		}
+		for i, c := range b {
+			if c|0x20 != name[i] {
+				continue next
+			}
+		}
+		return name
+	}
+	return ""
 }
