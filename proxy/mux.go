@@ -161,8 +161,9 @@ func (m *muxConn) writer() {
 		// write then carries them all.
 		runtime.Gosched()
 		m.mu.Lock()
-		buf, m.queue = m.queue, nil
-
+		// The last batch's list, emptied, takes the next submits.
+		clear(buf)
+		buf, m.queue = m.queue, buf[:0]
 		m.mu.Unlock()
 		if len(buf) == 0 {
 			continue

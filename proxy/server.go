@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -251,8 +252,11 @@ func handOver(c redcon.Conn) {
 
 // isLockKey reports whether key is served by the quorum (proxy.lock_keys).
 func (s *Server) isLockKey(key []byte) bool {
+	// Read in place: a copy of a key longer than 32 bytes was an
+	// allocation per command. match.Match keeps nothing.
+	k := unsafe.String(unsafe.SliceData(key), len(key))
 	for _, p := range s.cfg.Proxy.LockKeys {
-		if p == "*" || match.Match(string(key), p) {
+		if p == "*" || match.Match(k, p) {
 			return true
 		}
 	}
