@@ -136,7 +136,10 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 	if ss != nil {
 		// Done with: it points into the input, which it must not keep.
 		clear(batch)
-		ss.batch = batch[:0]
+		ss.batch = nil
+		if cap(batch) <= spareMax {
+			ss.batch = batch[:0]
+		}
 	}
 	for _, x := range rest[n:] {
 		s.dispatch(c, x)

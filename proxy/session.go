@@ -101,14 +101,25 @@ func keepInput(c redcon.Conn) {
 // spare keeps the storage of a batch that nothing holds any more for the
 // next: its commands, and the slab of their arguments (or the first one's
 // own). Emptied, so that it keeps no input buffer alive.
+// Storage grown past spareMax entries by a long pipeline is let go.
 func (ss *session) spare(cmds []redcon.Command, slab [][]byte) {
 	if slab == nil && len(cmds) > 0 {
 		slab = cmds[0].Args
 	}
-	clear(cmds)
-	clear(slab[:cap(slab)])
-	ss.spareCmds, ss.spareArgs = cmds[:0], slab[:0]
+	ss.spareCmds, ss.spareArgs = nil, nil
+	if cap(cmds) <= spareMax {
+		clear(cmds)
+		ss.spareCmds = cmds[:0]
+	}
+	if cap(slab) <= spareMax {
+		clear(slab[:cap(slab)])
+		ss.spareArgs = slab[:0]
+	}
 }
+
+// spareMax is the most entries of a batch's storage a session keeps for
+// the next (spare, forwardPipeline).
+const spareMax = 64
 
 // serveClients accepts clients until the listener is closed.
 func (s *Server) serveClients(ln net.Listener) error {
