@@ -124,9 +124,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	c.flights.begin(keys[:1], len(c.nodes))
 	start := time.Now()
 	args := []any{token, ttl.Milliseconds(), re, attempt}
-	ch := fanoutCmd(c, func(_ *node, cl *call) {
-		cl.script, cl.keys, cl.args = fenceAcquireScript, keys, args
-	}, parseFenceVote, nil)
+	ch := fanoutScript(c, fenceAcquireScript, keys, args, parseFenceVote, nil)
 	// Every master's counter counts towards the number: wait for all.
 	got := collect(ch, len(c.nodes), func([]reply[fenceVote]) bool { return false })
 	t := tally{n: len(c.nodes), quorum: c.quorum, answered: len(got)}
@@ -234,7 +232,7 @@ func (c *Client) commitFence(keys []string, token string, f int64, ttl time.Dura
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: validity(ttl, time.Since(start), c.opts.drift)}, nil
 	}
 	args := []any{token, f}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceCommitScript, keys, args }, parseInt, nil)
+	ch := fanoutScript(c, fenceCommitScript, keys, args, parseInt, nil)
 	yes, failed, errs := c.trustedYes(ch)
 	switch {
 	case yes >= c.quorum:
@@ -325,7 +323,7 @@ func (c *Client) ReleaseFencedAll(ctx context.Context, key, token string) (Fence
 func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (FenceRelease, error) {
 	c.WaitWrites(ctx, key)
 	keys, args := FenceKeys(key), []any{token, holds}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceReleaseScript, keys, args }, parseInt, nil)
+	ch := fanoutScript(c, fenceReleaseScript, keys, args, parseInt, nil)
 	deleted, kept, answered := 0, 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -360,7 +358,7 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	keys, args := FenceKeys(key), []any{token, ttl.Milliseconds()}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = fenceExtendScript, keys, args }, parseInt, nil)
+	ch := fanoutScript(c, fenceExtendScript, keys, args, parseInt, nil)
 	yes, failed := 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -421,7 +419,7 @@ type FenceInfo struct {
 // InfoFenced reads a fenced lock from every master.
 func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) {
 	keys := FenceKeys(key)
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys = fenceInfoScript, keys }, func(cmd *redis.Cmd) (FenceMaster, error) {
+	ch := fanoutScript(c, fenceInfoScript, keys, nil, func(cmd *redis.Cmd) (FenceMaster, error) {
 		vals, err := cmd.Slice()
 		if err != nil {
 			return FenceMaster{}, err

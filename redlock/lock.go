@@ -387,9 +387,7 @@ func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult,
 func (c *Client) releaseWith(ctx context.Context, key string, s *script, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
-	ch := fanoutCmd(c, func(_ *node, cl *call) {
-		cl.script, cl.keys, cl.args = s, keys, args
-	}, parseInt, nil)
+	ch := fanoutScript(c, s, keys, args, parseInt, nil)
 	var r ReleaseResult
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
@@ -450,9 +448,7 @@ func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, 
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutCmd(c, func(_ *node, cl *call) {
-		cl.script, cl.keys, cl.args = s, keys, args
-	}, parseInt, nil)
+	ch := fanoutScript(c, s, keys, args, parseInt, nil)
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
 		x := got[len(got)-1]
@@ -494,7 +490,7 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 		c.WaitWrites(ctx, k)
 	}
 	args := []any{value}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = releaseAllScript, keys, args }, (*redis.Cmd).Int64Slice, nil)
+	ch := fanoutScript(c, releaseAllScript, keys, args, (*redis.Cmd).Int64Slice, nil)
 	deleted := make([]int, len(keys))
 	failed := 0
 	var errs []error
@@ -532,7 +528,7 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	}
 	start := time.Now()
 	args := []any{value, ttl.Milliseconds()}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = extendAllScript, keys, args }, parseInt, nil)
+	ch := fanoutScript(c, extendAllScript, keys, args, parseInt, nil)
 	yes, failed, errs := c.trustedYes(ch)
 	if yes >= c.quorum {
 		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil

@@ -108,6 +108,12 @@ func fanoutCmd[T any](c *Client, build func(n *node, cl *call), parse func(*redi
 	return op.ch
 }
 
+// fanoutScript is fanoutCmd for one of this package's scripts, run with
+// the same keys and arguments on every master.
+func fanoutScript[T any](c *Client, s *script, keys []string, args []any, parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = s, keys, args }, parse, after)
+}
+
 // fanoutOp is one fanoutCmd: one object answers every master's call.
 type fanoutOp[T any] struct {
 	c     *Client

@@ -31,7 +31,7 @@ type readVote struct {
 // timeout), because the PTTL depends on all the holders.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	keys := []string{key}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys = readScript, keys }, func(cmd *redis.Cmd) (readVote, error) {
+	ch := fanoutScript(c, readScript, keys, nil, func(cmd *redis.Cmd) (readVote, error) {
 		vals, err := cmd.Slice()
 		if err != nil {
 			return readVote{}, err

@@ -134,9 +134,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 	})
 	args := []any{token, ttl.Milliseconds(), mode}
 	start := time.Now()
-	ch := fanoutCmd(c, func(_ *node, cl *call) {
-		cl.script, cl.keys, cl.args = rwAcquireScript, keys, args
-	}, parseInt, run.onVote)
+	ch := fanoutScript(c, rwAcquireScript, keys, args, parseInt, run.onVote)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	refused := 0
 	var errs []error
@@ -196,7 +194,7 @@ func (c *Client) ReleaseRW(ctx context.Context, key, token string) (ReleaseResul
 // a quorum of masters.
 func (c *Client) HeldRW(ctx context.Context, key, token string) (bool, error) {
 	keys, args := []string{key}, []any{token}
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = rwHeldScript, keys, args }, parseInt, nil)
+	ch := fanoutScript(c, rwHeldScript, keys, args, parseInt, nil)
 	held, failed := 0, 0
 	var errs []error
 	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
