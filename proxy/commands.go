@@ -131,7 +131,14 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		// they are not all held at once for a client that reads slowly.
 		s.forwardMany(c, st, batch)
 	} else {
-		s.forwardShared(c, batch)
+		var r *muxReq // the session's own, reused
+		if ss != nil {
+			if ss.req == nil {
+				ss.req = new(muxReq)
+			}
+			r = ss.req
+		}
+		s.forwardShared(c, r, batch)
 	}
 	if ss != nil {
 		// Done with: it points into the input, which it must not keep.
@@ -147,16 +154,9 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 }
 
 // forwardShared passes a batch of plain commands through on a shared
-// backend connection (mux.go).
-func (s *Server) forwardShared(c redcon.Conn, batch [][][]byte) {
+// backend connection (mux.go), with r as its request (nil: a new one).
+func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch [][][]byte) {
 	s.m.passthrough.Add(float64(len(batch)))
-	var r *muxReq
-	if ss, ok := c.(*session); ok {
-		if ss.req == nil {
-			ss.req = new(muxReq)
-		}
-		r = ss.req
-	}
 	out, got, err := s.mux.do(r, batch)
 	if got > 0 {
 		c.WriteRaw(out)

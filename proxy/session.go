@@ -18,10 +18,12 @@ import (
 //     which starts at readBufMin and doubles for a bigger command, up to the
 //     limits the clientConn enforces;
 //   - the commands of one read are run in order, as one batch: their
-//     arguments point into that read's buffer, which is then handed over to
-//     them and a fresh small one takes its place (up to readBufBatch for a
+//     arguments point into that read's buffer. If a command of the batch
+//     may keep its arguments (keepInput), the buffer is handed over to them
+//     and a fresh small one takes its place (up to readBufBatch for a
 //     client that pipelines), so a command that keeps an argument keeps
-//     valid bytes, and a big buffer is dropped after use;
+//     valid bytes, and a big buffer is dropped after use; otherwise the
+//     buffer, and the storage of the batch's commands, serve the next read;
 //   - replies are flushed once per batch (dispatch hands them to the
 //     clientConn after every command, which holds small ones back).
 
