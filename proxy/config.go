@@ -128,6 +128,12 @@ type ProxyConfig struct {
 	// choice: the GOMAXPROCS environment variable, else one per CPU the
 	// process may use.
 	Procs int `toml:"procs"`
+	// GCHeadroom is how much the heap may grow between two garbage
+	// collections at least, set by the program that runs the Server: where
+	// the heap is small, as it is when the proxy serves locks, Go's default
+	// (GOGC=100, and a 4 MB heap at least) collects many times a second.
+	// 0 leaves Go's default, or the GOGC environment variable.
+	GCHeadroom Size `toml:"gc_headroom"`
 }
 
 // UserConfig is a client user for "AUTH user password".
@@ -181,6 +187,7 @@ func DefaultConfig() Config {
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
 			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
 			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second},
+			GCHeadroom: 16 << 20,
 		},
 		Redlock: RedlockConfig{
 			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
@@ -245,6 +252,8 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.max_clients: must be positive")
 	case c.Proxy.Procs < 0 || c.Proxy.Procs > 1024:
 		return errors.New("proxy.procs: must be between 0 (Go's default) and 1024")
+	case c.Proxy.GCHeadroom < 0 || c.Proxy.GCHeadroom > maxSize:
+		return fmt.Errorf("proxy.gc_headroom: %d is outside 0..%d bytes", c.Proxy.GCHeadroom, int64(maxSize))
 	case c.Proxy.IdleTimeout.Duration < 0:
 		return errors.New("proxy.idle_timeout: must not be negative")
 	case c.Proxy.MaxBulkLen <= 0 || c.Proxy.MaxBulkLen > maxSize:

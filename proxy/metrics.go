@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,8 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return float64(s.rl.Quorum()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_procs", Help: "Threads running Go code at once (GOMAXPROCS, set by proxy.procs)."},
 			func() float64 { return float64(runtime.GOMAXPROCS(0)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_gc_percent", Help: "GOGC now: the heap growth, in percent of what the last collection found, that starts the next (set by proxy.gc_headroom)."},
+			gogc),
 		masterCollector{s.rl},
 	)
 	return m
@@ -157,4 +160,14 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterClockJump, prometheus.CounterValue, float64(m.ClockJumps), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterLatency, prometheus.GaugeValue, m.LastLatency.Seconds(), m.Addr)
 	}
+}
+
+// gogc reads the GOGC in force.
+func gogc() float64 {
+	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
 }

@@ -16,8 +16,8 @@ func (s *Server) passthroughTimeout() time.Duration { return time.Duration(s.pas
 // from now on; clients that already authenticated stay so) and the
 // credentials for the masters and the backend (redlock.username,
 // redlock.password, redlock.master_auth: used by every new connection to
-// them; open connections stay as they are). The caller applies log.level
-// and proxy.procs.
+// them; open connections stay as they are). The caller applies log.level,
+// proxy.procs and proxy.gc_headroom.
 // Any other difference is refused as a whole, with the reason: changing the
 // masters or the quorum while locks are held moves the majority, and the
 // rest needs a restart. It returns the keys it changed, never their values.
@@ -31,7 +31,7 @@ func (s *Server) Reload(next Config) ([]string, error) {
 	}
 	// What may differ: the live settings and the log level.
 	if !reflect.DeepEqual(withoutLive(cur), withoutLive(next)) {
-		return nil, fmt.Errorf("only log.level, proxy.procs, proxy.max_clients, proxy.passthrough_timeout, proxy.idle_timeout, proxy.write_timeout, proxy.password, proxy.users, redlock.username, redlock.password and redlock.master_auth change without a restart")
+		return nil, fmt.Errorf("only log.level, proxy.procs, proxy.gc_headroom, proxy.max_clients, proxy.passthrough_timeout, proxy.idle_timeout, proxy.write_timeout, proxy.password, proxy.users, redlock.username, redlock.password and redlock.master_auth change without a restart")
 	}
 	var changed []string
 	if next.Proxy.MaxClients != cur.Proxy.MaxClients {
@@ -56,11 +56,14 @@ func (s *Server) Reload(next Config) ([]string, error) {
 	if next.Proxy.Procs != cur.Proxy.Procs {
 		changed = append(changed, "proxy.procs")
 	}
+	if next.Proxy.GCHeadroom != cur.Proxy.GCHeadroom {
+		changed = append(changed, "proxy.gc_headroom")
+	}
 	changed = append(changed, s.reloadCredentials(cur, next)...)
 	s.mu.Lock()
 	s.cfg.Proxy.MaxClients, s.cfg.Proxy.PassthroughTimeout, s.cfg.Log.Level = next.Proxy.MaxClients, next.Proxy.PassthroughTimeout, next.Log.Level
 	s.cfg.Proxy.IdleTimeout, s.cfg.Proxy.WriteTimeout = next.Proxy.IdleTimeout, next.Proxy.WriteTimeout
-	s.cfg.Proxy.Procs = next.Proxy.Procs
+	s.cfg.Proxy.Procs, s.cfg.Proxy.GCHeadroom = next.Proxy.Procs, next.Proxy.GCHeadroom
 	s.cfg.Proxy.Password, s.cfg.Proxy.Users = next.Proxy.Password, next.Proxy.Users
 	s.cfg.Redlock.Username, s.cfg.Redlock.Password, s.cfg.Redlock.MasterAuth = next.Redlock.Username, next.Redlock.Password, next.Redlock.MasterAuth
 	s.mu.Unlock()
@@ -71,7 +74,7 @@ func (s *Server) Reload(next Config) ([]string, error) {
 func withoutLive(c Config) Config {
 	c.Proxy.MaxClients, c.Proxy.PassthroughTimeout, c.Log.Level = 0, Duration{}, ""
 	c.Proxy.IdleTimeout, c.Proxy.WriteTimeout = Duration{}, Duration{}
-	c.Proxy.Procs = 0
+	c.Proxy.Procs, c.Proxy.GCHeadroom = 0, 0
 	c.Proxy.Password, c.Proxy.Users = "", nil
 	c.Redlock.Username, c.Redlock.Password, c.Redlock.MasterAuth = "", "", nil
 	c.Proxy.TLS, c.Redlock.TLS = nil, nil // rebuilt from the same files on every load

@@ -67,6 +67,15 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	setProcs(cfg.Proxy.Procs)
+	var gc *gcTuner
+	if why := gcTunerOff(); why != "" {
+		log.Info().Str("reason", why).Msg("proxy.gc_headroom is not applied")
+	} else {
+		gc = newGCTuner(int64(cfg.Proxy.GCHeadroom))
+		stopGC := make(chan struct{})
+		defer close(stopGC)
+		go gc.run(stopGC)
+	}
 	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
@@ -85,7 +94,7 @@ func run(args []string, stderr io.Writer) error {
 			return err
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				reload(srv, *path, over, log)
+				reload(srv, gc, *path, over, log)
 				continue
 			}
 			log.Info().Str("signal", s.String()).Msg("shutting down")
@@ -105,7 +114,7 @@ const shutdownWait = 10 * time.Second
 
 // reload re-reads the configuration on SIGHUP and applies what is safe to
 // change live; anything else is refused, with the reason in the log.
-func reload(srv *proxy.Server, path string, over overrides, log zerolog.Logger) {
+func reload(srv *proxy.Server, gc *gcTuner, path string, over overrides, log zerolog.Logger) {
 	cfg, err := loadConfig(path, over)
 	if err == nil {
 		var changed []string
@@ -113,6 +122,9 @@ func reload(srv *proxy.Server, path string, over overrides, log zerolog.Logger) 
 			lvl, _ := zerolog.ParseLevel(cfg.Log.Level)
 			zerolog.SetGlobalLevel(lvl)
 			setProcs(cfg.Proxy.Procs)
+			if gc != nil {
+				gc.headroom.Store(int64(cfg.Proxy.GCHeadroom)) // from its next tune
+			}
 			log.Info().Strs("changed", changed).Msg("configuration reloaded")
 			return
 		}

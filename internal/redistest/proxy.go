@@ -25,6 +25,7 @@ type Proxy struct {
 	bin       string
 	stderr    io.Writer
 	fileLimit int
+	env       []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -41,6 +42,10 @@ func WithProxyLog() ProxyOption {
 // WithFileLimit runs the proxy with its open-file limit raised to n (or as
 // far as the hard limit allows).
 func WithFileLimit(n int) ProxyOption { return func(p *Proxy) { p.fileLimit = n } }
+
+// WithEnv adds environment variables ("NAME=value") to the proxy's, which
+// are otherwise the test process's own.
+func WithEnv(kv ...string) ProxyOption { return func(p *Proxy) { p.env = append(p.env, kv...) } }
 
 // StartProxy picks a free port, writes the configuration that config makes
 // for that listen address, runs the binary bin with it and returns once the
@@ -72,6 +77,9 @@ func (p *Proxy) Start() {
 		p.cmd = exec.Command(p.bin, "-config", p.Config)
 	}
 	p.cmd.Stderr = p.stderr
+	if len(p.env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
