@@ -13,11 +13,11 @@ import (
 )
 
 // Commands bound for one master from many concurrent operations are written
-// to it together: a few workers per master each take whatever is queued (up
-// to maxBatch commands) and send it as one pipeline, so that under load a
-// master sees one read and one write for many lock operations instead of one
-// each. A command waits in the queue only while every worker of its master
-// is busy with a round trip.
+// to it together: a master's worker (one by default, WithPipelines) takes
+// whatever is queued (up to maxBatch commands) and sends it as one pipeline,
+// so that under load a master sees one read and one write for many lock
+// operations instead of one each. A command waits in the queue only while
+// every worker of its master is busy with a round trip.
 
 // maxBatch caps the commands sent in one pipeline.
 const maxBatch = 256

@@ -7,7 +7,7 @@
 // than all earlier grants of the key (fence.go).
 //
 // Commands bound for one master from concurrent operations are sent
-// together, as pipelines on a few connections per master (batch.go), and
+// together, as pipelines on a connection per master (batch.go), and
 // every operation answers as soon as its outcome is decided.
 //
 // The package has no logging and no configuration files; it can be used
