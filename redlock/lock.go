@@ -358,7 +358,10 @@ func parseSet(cmd *redis.Cmd) (setVote, error) {
 	case err != nil:
 		return setVote{}, err
 	}
-	s := fmt.Sprint(v)
+	s, ok := v.(string) // a bulk string, read as one
+	if !ok {
+		s = fmt.Sprint(v)
+	}
 	return setVote{prev: &s}, nil
 }
 
