@@ -99,6 +99,11 @@ func TestBudgetIsWhatTheOthersLeave(t *testing.T) {
 	if b.busy != 0.8 { // 100 µs per acquire at 16,000/s on 2 CPUs
 		t.Fatalf("busy = %v", b.busy)
 	}
+	// Measured per repetition, the busy share is taken as it is.
+	r.vals["acq.proxy.busy"] = []float64{0.9, 0.85, 0.95}
+	if b := budgets(options{rows: map[string]bool{"3": true}}, r, 2)[0]; b.busy != 0.9 {
+		t.Fatalf("busy = %v with key.busy measured 0.9, 0.85, 0.95", b.busy)
+	}
 	var out strings.Builder
 	writeBudgets(&out, bs, 2)
 	if !strings.Contains(out.String(), "| 20,000/s | 100.0 µs | 14.0 µs | 15.0 µs | 71.0 µs | 25.0 µs | 10.0 µs | 80% |") {

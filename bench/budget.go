@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -23,15 +24,16 @@ import (
 // target is from this machine's reach, whatever the proxy's code.
 
 // cpuSnap is the CPU time used so far by the machine (all CPUs, busy time),
-// by the servers behind one target, and by the load generator.
+// by the servers behind one target, and by the load generator, read at at.
 type cpuSnap struct {
 	machine, servers, gen time.Duration
+	at                    time.Time
 }
 
 // snapCPU reads a cpuSnap; gen is the benchmark process itself (the
 // Go-client runs), or 0 when the generator is a child measured on exit.
 func snapCPU(servers []*proc, self bool) cpuSnap {
-	var s cpuSnap
+	s := cpuSnap{at: time.Now()}
 	s.machine, _ = machineBusy()
 	for _, p := range servers {
 		d, _ := cpuTime(p.pid())
@@ -44,7 +46,8 @@ func snapCPU(servers []*proc, self bool) cpuSnap {
 }
 
 // recordCPU adds the CPU per operation between a and b, in µs, under
-// key.gen, key.servers and key.machine; gen, when not zero, replaces the
+// key.gen, key.servers and key.machine, and the machine's busy share
+// between them under key.busy; gen, when not zero, replaces the
 // generator's share (a child's, from its exit status).
 func (r *results) recordCPU(key string, a, b cpuSnap, gen time.Duration, ops int) {
 	if ops <= 0 {
@@ -58,6 +61,9 @@ func (r *results) recordCPU(key string, a, b cpuSnap, gen time.Duration, ops int
 	r.add(key+".servers", per(b.servers-a.servers))
 	if b.machine > 0 {
 		r.add(key+".machine", per(b.machine-a.machine))
+		if wall := b.at.Sub(a.at); wall > 0 {
+			r.add(key+".busy", float64(b.machine-a.machine)/float64(wall)/float64(runtime.NumCPU()))
+		}
 	}
 }
 
@@ -103,9 +109,13 @@ func budgets(o options, r *results, cpus int) []budget {
 		}
 		b := budget{what: what, unit: unit, need: need, gen: r.med(key + ".gen"), srv: r.med(key + ".servers"),
 			proxy: proxy, redis: redis, busy: math.NaN()}
-		if r.has(key + ".machine") {
-			// The machine's busy share while the proxy ran at the rate it
-			// reached (got).
+		switch {
+		case r.has(key + ".busy"):
+			b.busy = r.med(key + ".busy")
+		case r.has(key + ".machine"):
+			// Without the share itself: from the machine's CPU per
+			// operation at the rate the proxy reached (got). Medians of
+			// different repetitions, so it may exceed 1.
 			b.busy = r.med(key+".machine") * got / 1e6 / float64(cpus)
 		}
 		bs = append(bs, b)
