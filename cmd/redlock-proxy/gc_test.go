@@ -2,13 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,19 +75,7 @@ func TestGCHeadroomAppliedAndReloaded(t *testing.T) {
 	}
 	gogc := func() string {
 		t.Helper()
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "redlock_proxy_gc_percent "); ok {
-				return v
-			}
-		}
-		t.Fatalf("/metrics has no redlock_proxy_gc_percent")
-		return ""
+		return metricValue(t, metricsAddr, "redlock_proxy_gc_percent")
 	}
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()

@@ -26,19 +26,7 @@ func TestProcsAppliedAndReloaded(t *testing.T) {
 	p := redistest.StartProxy(t, binary, func(listen string) string { return body(listen, 1) })
 	procs := func() string {
 		t.Helper()
-		resp, err := http.Get("http://" + metrics + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "redlock_proxy_procs ") {
-				return strings.TrimPrefix(l, "redlock_proxy_procs ")
-			}
-		}
-		t.Fatalf("/metrics has no redlock_proxy_procs")
-		return ""
+		return metricValue(t, metrics, "redlock_proxy_procs")
 	}
 	if got := procs(); got != "1" {
 		t.Fatalf("procs = 1 in the file: GOMAXPROCS %s", got)
@@ -65,4 +53,22 @@ func TestProcsAppliedAndReloaded(t *testing.T) {
 	if os.Getenv("GOMAXPROCS") == "" {
 		reload(0, fmt.Sprint(runtime.GOMAXPROCS(0)))
 	}
+}
+
+// metricValue reads one unlabelled metric from the proxy's /metrics at addr.
+func metricValue(t *testing.T, addr, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return ""
 }
