@@ -222,57 +222,47 @@ func TestAcquireRWOnStringKey(t *testing.T) {
 // whose rollback of a refused acquire is still in flight does not vote for
 // the same token's next attempt.
 func TestAcquireRWRetryAfterDelayedRollback(t *testing.T) {
-	for _, guard := range []bool{true, false} {
-		t.Run(map[bool]string{true: "guard", false: "no_guard_shows_the_hazard"}[guard], func(t *testing.T) {
-			ms := redistest.StartN(t, 3)
-			relay := redistest.NewRelay(t, ms[2].Addr)
-			// Two pipelines per master: the rollback is held in the relay on
-			// one connection while the second attempt's command takes the
-			// other, and overtakes it. With the default one, a rollback is
-			// overtaken the same way once the connection that timed out is
-			// replaced while the network still holds it; the relay cannot
-			// stage that, as it would hold the new connection's handshake too.
-			c, err := New([]string{ms[0].Addr, ms[1].Addr, relay.Addr()}, WithPipelines(2),
-				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithRestartGuard(0), WithMarkDown(0, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.opts.noTaint = !guard
-			ctx := context.Background()
-			// Idle pooled connections to every master that know the scripts.
-			for i := 0; i < 4; i++ {
-				go c.HeldRW(ctx, "warm", "x")
-			}
-			time.Sleep(100 * time.Millisecond)
-			c.AcquireRW(ctx, "warm", "x", time.Second, false)
-			c.ReleaseRW(ctx, "warm", "x")
-			time.Sleep(100 * time.Millisecond)
-			seedRW(t, ms[1], "k", "other", true) // another writer on one master
-
-			relay.Delay.Store(int64(400 * time.Millisecond))
-			if _, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
-				t.Fatalf("first attempt: %v, want not acquired", err)
-			}
-			time.Sleep(50 * time.Millisecond) // its rollback is now held in the relay
-			relay.Delay.Store(0)
-			lock, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false)
-			time.Sleep(600 * time.Millisecond) // the delayed acquire and rollback land
-			held := rwHolders([]*redistest.Server{ms[0], ms[2]}, "k", "tok", -1)
-			if guard {
-				if lock != nil {
-					t.Fatalf("granted with a vote whose rollback was in doubt; now held on %d masters", held)
+	for _, pipelines := range []int{1, 2} {
+		for _, guard := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/%d_pipelines", map[bool]string{true: "guard", false: "no_guard_shows_the_hazard"}[guard], pipelines), func(t *testing.T) {
+				ms := redistest.StartN(t, 3)
+				c, relay := delayedRollbackClient(t, ms, pipelines)
+				c.opts.noTaint = !guard
+				ctx := context.Background()
+				// Idle pooled connections to every master that know the scripts.
+				for i := 0; i < 4; i++ {
+					go c.HeldRW(ctx, "warm", "x")
 				}
-				return
-			}
-			if lock == nil {
-				t.Fatalf("without the guard the second attempt should be granted: %v", err)
-			}
-			if held >= c.Quorum() {
-				t.Fatal("the delayed rollback did not land: the test shows nothing")
-			}
-			t.Logf("granted, then held on %d master(s) while the client holds the lock: unsafe", held)
-		})
+				time.Sleep(100 * time.Millisecond)
+				c.AcquireRW(ctx, "warm", "x", time.Second, false)
+				c.ReleaseRW(ctx, "warm", "x")
+				time.Sleep(100 * time.Millisecond)
+				seedRW(t, ms[1], "k", "other", true) // another writer on one master
+
+				relay.Delay.Store(int64(400 * time.Millisecond))
+				if _, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
+					t.Fatalf("first attempt: %v, want not acquired", err)
+				}
+				time.Sleep(50 * time.Millisecond) // its rollback is now held in the relay
+				relay.Delay.Store(0)
+				lock, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false)
+				time.Sleep(600 * time.Millisecond) // the delayed acquire and rollback land
+				held := rwHolders([]*redistest.Server{ms[0], ms[2]}, "k", "tok", -1)
+				if guard {
+					if lock != nil {
+						t.Fatalf("granted with a vote whose rollback was in doubt; now held on %d masters", held)
+					}
+					return
+				}
+				if lock == nil {
+					t.Fatalf("without the guard the second attempt should be granted: %v", err)
+				}
+				if held >= c.Quorum() {
+					t.Fatal("the delayed rollback did not land: the test shows nothing")
+				}
+				t.Logf("granted, then held on %d master(s) while the client holds the lock: unsafe", held)
+			})
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,13 +11,17 @@ import (
 
 // Relay is a TCP fault relay in front of one server: it can add latency to
 // every chunk it forwards (Delay, in nanoseconds, read as each chunk
-// arrives) and reset every connection through it.
+// arrives), or only to chunks that hold given bytes (DelayOnly), and reset
+// every connection through it.
 type Relay struct {
 	ln     net.Listener
 	target string
 	Delay  atomic.Int64 // nanoseconds added before each forwarded chunk
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	// DelayOnly, when set, limits Delay to the chunks that contain it:
+	// a connection's handshake, say, then goes through at once.
+	DelayOnly atomic.Pointer[[]byte]
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
 }
 
 // NewRelay starts a relay to target on a free loopback port.
@@ -57,7 +62,7 @@ func (r *Relay) pipe(c net.Conn) {
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				if d := r.Delay.Load(); d > 0 {
+				if d := r.Delay.Load(); d > 0 && r.delays(buf[:n]) {
 					time.Sleep(time.Duration(d))
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -76,6 +81,11 @@ func (r *Relay) pipe(c net.Conn) {
 	c.Close()
 	up.Close()
 	r.untrack(c, up)
+}
+
+func (r *Relay) delays(chunk []byte) bool {
+	only := r.DelayOnly.Load()
+	return only == nil || bytes.Contains(chunk, *only)
 }
 
 func (r *Relay) track(cs ...net.Conn) {
