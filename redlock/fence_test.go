@@ -358,14 +358,7 @@ func TestFenceLateUndoOfEarlierAttempt(t *testing.T) {
 					t.Fatalf("second attempt: %v", err)
 				}
 				time.Sleep(700 * time.Millisecond) // the delayed SET and undo land
-				held := 0
-				for _, m := range []*redistest.Server{ms[0], ms[2]} {
-					mc := m.Client()
-					if v, _ := mc.Get(ctx, "k").Result(); v == "tok" {
-						held++
-					}
-					mc.Close()
-				}
+				held := holding(ctx, []*redistest.Server{ms[0], ms[2]}, "k", "tok")
 				t.Logf("granted with fence %d; now held on %d of the 2 masters that granted it", r.Grant.Fence, held)
 				if byAttempt && held < c.Quorum() {
 					t.Fatal("a late undo of the first attempt deleted the second attempt's lock")
