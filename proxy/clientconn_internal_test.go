@@ -386,12 +386,12 @@ func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
 	go func() { _ = s.Serve() }()
 	var mu sync.Mutex
 	var kept [][]byte
-	commands["test-keep"] = func(_ *Server, c redcon.Conn, _ *client, args [][]byte) {
+	commands["test-keep"] = &command{name: "test-keep", h: func(_ *Server, c redcon.Conn, _ *client, args [][]byte) {
 		mu.Lock()
 		kept = append(kept, args[1])
 		mu.Unlock()
 		c.WriteString("OK")
-	}
+	}}
 	defer delete(commands, "test-keep")
 
 	nc, err := net.Dial("tcp", addr.String())

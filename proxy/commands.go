@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"strings"
-	"sync"
 
 	"github.com/tidwall/redcon"
 )
@@ -11,12 +10,26 @@ import (
 // handler serves one command of one client.
 type handler func(s *Server, c redcon.Conn, st *client, args [][]byte)
 
+// command is an entry of the command table.
+type command struct {
+	name string // lower case
+	h    handler
+	// releases: the handler is done with its arguments when it returns (it
+	// copies what it keeps, as strings), so like plain passthrough it lets
+	// the client's input buffer take its next read (keepInput). SET and
+	// SETNX are most lock acquires.
+	releases bool
+	// getset: GET or SET, which pass through as they are for a key that is
+	// not a lock key (plainPassthrough).
+	getset bool
+}
+
 // commands is the proxy's command table, by lower-case name. Commands not in
 // it pass through to the backend.
-var commands map[string]handler
+var commands map[string]*command
 
 func init() {
-	commands = map[string]handler{
+	handlers := map[string]handler{
 		"ping": cmdPing, "echo": cmdEcho, "quit": cmdQuit, "hello": cmdHello,
 		"client": cmdClient, "info": cmdInfo, "select": cmdSelect, "auth": cmdAuth,
 		"reset": cmdReset,
@@ -40,7 +53,12 @@ func init() {
 	}
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
-		commands[name] = cmdBlocking
+		handlers[name] = cmdBlocking
+	}
+	commands = make(map[string]*command, len(handlers))
+	for name, h := range handlers {
+		commands[name] = &command{name: name, h: h,
+			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set"}
 	}
 }
 
@@ -49,54 +67,53 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if st == nil || len(cmd.Args) == 0 {
 		return
 	}
-	name := lower(cmd.Args[0])
-	if !st.authed && s.authRequired() && !preAuth(name, cmd.Args) {
-		if name == "hello" {
-			c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
-		} else {
-			c.WriteError("NOAUTH Authentication required.")
-		}
-		return
-	}
-	h, ok := commands[name]
-	if st.multi && !queueable(name) {
-		h, ok = nil, false
-		if s.touchesLockKey(name, cmd.Args) {
-			st.dirty = true
-			c.WriteError("ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted")
+	e := lookup(cmd.Args[0])
+	if !st.authed && s.authRequired() {
+		if name := nameOf(e, cmd.Args[0]); !preAuth(name, cmd.Args) {
+			if name == "hello" {
+				c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+			} else {
+				c.WriteError("NOAUTH Authentication required.")
+			}
 			return
 		}
 	}
-	if !st.multi && s.plainPassthrough(name, cmd.Args) {
+	if st.multi {
+		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
+			if s.touchesLockKey(name, cmd.Args) {
+				st.dirty = true
+				c.WriteError("ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted")
+				return
+			}
+			// Queued on the client's backend connection.
+			if e == nil || !e.releases {
+				keepInput(c)
+			}
+			s.forward(c, st, cmd.Args, false)
+			return
+		}
+	} else if s.plainPassthrough(e, cmd.Args) {
 		// Done with the arguments when it returns: the shared and the
 		// pinned backend connections encode them before the replies come.
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
-	if !releasesArgs[name] {
+	if e == nil || !e.releases {
 		keepInput(c)
 	}
-	if !ok {
+	if e == nil {
 		s.forward(c, st, cmd.Args, false)
 		return
 	}
-	h(s, c, st, cmd.Args)
+	e.h(s, c, st, cmd.Args)
 }
 
-// releasesArgs are the commands whose handlers are done with their
-// arguments when they return (they copy what they keep, as strings): like
-// plain passthrough, they let the client's input buffer take its next read
-// (keepInput). SET and SETNX are most lock acquires.
-var releasesArgs = map[string]bool{"set": true, "setnx": true}
-
-// plainPassthrough reports whether a command goes to the backend as it is,
-// with no state of the proxy's: a command the proxy does not handle, or GET
-// and SET of a key that is not a lock key.
-func (s *Server) plainPassthrough(name string, args [][]byte) bool {
-	if _, ok := commands[name]; !ok {
-		return true
-	}
-	return (name == "get" || name == "set") && len(args) > 1 && !s.isLockKey(args[1])
+// plainPassthrough reports whether a command (e, its entry in the command
+// table) goes to the backend as it is, with no state of the proxy's: a
+// command the proxy does not handle, or GET and SET of a key that is not a
+// lock key.
+func (s *Server) plainPassthrough(e *command, args [][]byte) bool {
+	return e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1])
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.
@@ -109,7 +126,7 @@ const maxBatch = 256
 func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) {
 	next := c.PeekPipeline()
 	n := 0
-	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lower(next[n].Args[0]), next[n].Args) {
+	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lookup(next[n].Args[0]), next[n].Args) {
 		n++
 	}
 	ss, _ := c.(*session)
@@ -244,28 +261,33 @@ func queueable(name string) bool {
 	return false
 }
 
-// lower returns a command name in lower case. The names the proxy
-// handles come back without an allocation (one per command otherwise, two
-// for an upper-case name).
-func lower(b []byte) string {
+// lookup finds a command name, in any case, in the command table: nil when
+// the proxy does not handle it. One map lookup, and no allocation.
+func lookup(b []byte) *command {
 	var buf [24]byte
 	if len(b) > len(buf) {
-		return lowerSlow(b)
+		return commands[lowerSlow(b)]
 	}
 	l := buf[:len(b)]
 	for i, c := range b {
 		switch {
 		case c >= 0x80:
-			return lowerSlow(b)
+			return commands[lowerSlow(b)]
 		case c >= 'A' && c <= 'Z':
 			c += 'a' - 'A'
 		}
 		l[i] = c
 	}
-	if name, ok := knownNames()[string(l)]; ok {
-		return name
+	return commands[string(l)]
+}
+
+// nameOf is the lower-case name of a command whose name is b and whose
+// entry in the command table is e (nil if none).
+func nameOf(e *command, b []byte) string {
+	if e != nil {
+		return e.name
 	}
-	return string(l)
+	return lowerSlow(b)
 }
 
 func lowerSlow(b []byte) string {
@@ -276,16 +298,6 @@ func lowerSlow(b []byte) string {
 	}
 	return string(b)
 }
-
-// knownNames maps each name in commands to itself, once every init has
-// filled commands.
-var knownNames = sync.OnceValue(func() map[string]string {
-	m := make(map[string]string, len(commands))
-	for name := range commands {
-		m[name] = name
-	}
-	return m
-})
 
 func wrongArgs(c redcon.Conn, name string) {
 	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(echo([]byte(name))) + "' command")

@@ -166,9 +166,13 @@ func FuzzClassify(f *testing.F) {
 	f.Add(uint8(3), []byte("x"))
 	f.Fuzz(func(t *testing.T, name uint8, data []byte) {
 		args := fuzzArgs(names, name, data)
-		n := lower(args[0])
+		e := lookup(args[0])
+		n := nameOf(e, args[0])
 		if n != strings.ToLower(string(args[0])) {
-			t.Fatalf("lower(%q) = %q", args[0], n)
+			t.Fatalf("nameOf(lookup(%q)) = %q", args[0], n)
+		}
+		if want := commands[n]; e != want {
+			t.Fatalf("lookup(%q) = %v, want %v", args[0], e, want)
 		}
 		_ = s.touchesLockKey(n, args)
 		o, msg := parseSet(args)
@@ -191,7 +195,7 @@ func TestDispatchRecoversPanic(t *testing.T) {
 	s := unreachableServer(t)
 	c := newRecordConn()
 	c.SetContext(&client{id: 1})
-	commands["test-panic"] = func(*Server, redcon.Conn, *client, [][]byte) { panic("boom") }
+	commands["test-panic"] = &command{name: "test-panic", h: func(*Server, redcon.Conn, *client, [][]byte) { panic("boom") }}
 	defer delete(commands, "test-panic")
 	s.dispatch(c, redcon.Command{Args: [][]byte{[]byte("test-panic")}})
 	out, _ := c.replies()
@@ -213,19 +217,31 @@ func TestDispatchSurvivesEvalInMulti(t *testing.T) {
 	}
 }
 
-// lower reads command names as before (lowerSlow) and gives the names the
-// proxy handles without allocating, in any case.
-func TestLowerNames(t *testing.T) {
+// lookup finds the commands the proxy handles in any case, and nothing
+// else; nameOf gives their names as lowerSlow reads them; neither
+// allocates for a name of ASCII letters.
+func TestLookupNames(t *testing.T) {
 	for _, in := range []string{"SET", "set", "SeT", "EVALSHA", "incr", "INCR", "X", "",
 		"LOCK.ACQUIRE", strings.Repeat("A", 30), "ÄSET", "SÉT", "\xffGET", "get\x00"} {
-		if got, want := lower([]byte(in)), lowerSlow([]byte(in)); got != want {
-			t.Fatalf("lower(%q) = %q, want %q", in, got, want)
+		e := lookup([]byte(in))
+		want := lowerSlow([]byte(in))
+		if got := nameOf(e, []byte(in)); got != want {
+			t.Fatalf("nameOf(lookup(%q)) = %q, want %q", in, got, want)
+		}
+		if e != commands[want] || (e == nil) != (commands[want] == nil) {
+			t.Fatalf("lookup(%q) = %v, want the entry of %q", in, e, want)
 		}
 	}
-	for _, in := range []string{"SET", "get", "EvalSha", "LOCK.ACQUIRE"} {
+	for _, in := range []string{"SET", "get", "EvalSha", "LOCK.ACQUIRE", "incr", "HSET"} {
 		b := []byte(in)
-		if n := testing.AllocsPerRun(100, func() { _ = lower(b) }); n != 0 {
-			t.Fatalf("lower(%q): %v allocations", in, n)
+		if n := testing.AllocsPerRun(100, func() { _ = lookup(b) }); n != 0 {
+			t.Fatalf("lookup(%q): %v allocations", in, n)
 		}
+	}
+	if e := lookup([]byte("GeT")); e == nil || e.name != "get" || !e.getset || e.releases {
+		t.Fatalf("lookup(GeT) = %+v", e)
+	}
+	if e := lookup([]byte("SETNX")); e == nil || !e.releases || e.getset {
+		t.Fatalf("lookup(SETNX) = %+v", e)
 	}
 }
