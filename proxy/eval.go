@@ -131,10 +131,10 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []strin
 		if extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
 			n = len(keys)
 		}
-		s.m.done(opExtendLbl, extended, err, time.Since(start))
+		s.m.done(opExtend, extended, err, time.Since(start))
 	case opRelease:
 		n, err = s.rl.ReleaseAll(ctx, keys, token)
-		s.m.done(opReleaseLbl, n > 0, err, time.Since(start))
+		s.m.done(opRelease, n > 0, err, time.Since(start))
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
 		return
@@ -161,7 +161,7 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 		s.runRWScript(ctx, c, spec, key, token, argv)
 	case opRelease:
 		r, err := s.rl.Release(ctx, key, token)
-		s.m.done(opReleaseLbl, r.Released(q), err, time.Since(start))
+		s.m.done(opRelease, r.Released(q), err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -182,7 +182,7 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 			mode = redlock.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
-		s.m.done(opExtendLbl, extended, err, time.Since(start))
+		s.m.done(opExtend, extended, err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)

@@ -22,6 +22,13 @@ type metrics struct {
 	latency     *prometheus.HistogramVec // by op
 	passthrough prometheus.Counter
 	connections prometheus.Counter
+
+	// The series each operation counts on, looked up once: by label
+	// values, a lookup hashed the labels on every operation.
+	acquireBy [len(acquireOutcomes)]prometheus.Counter
+	releaseBy [len(doneOutcomes)]prometheus.Counter
+	extendBy  [len(doneOutcomes)]prometheus.Counter
+	latencyOf [opAcquire + 1]prometheus.Observer // by opKind: opAcquire, opRelease, opExtend
 }
 
 // Outcomes of quorum operations, as metric labels.
@@ -37,6 +44,30 @@ const (
 	opAcquireLbl = "acquire"
 	opReleaseLbl = "release"
 	opExtendLbl  = "extend"
+)
+
+// The outcomes each kind of operation counts, in the order of its series.
+var (
+	acquireOutcomes = [...]string{outGranted, outHeld, outNoQuorum, outSpent, outSplit, outFailed}
+	doneOutcomes    = [...]string{outDone, outNotOwned, outNoQuorum, outFailed}
+	opLabels        = map[opKind]string{opAcquire: opAcquireLbl, opRelease: opReleaseLbl, opExtend: opExtendLbl}
+)
+
+// Indexes into acquireOutcomes and doneOutcomes.
+const (
+	acqGranted = iota
+	acqHeld
+	acqNoQuorum
+	acqSpent
+	acqSplit
+	acqFailed
+)
+
+const (
+	doneDone = iota
+	doneNotOwned
+	doneNoQuorum
+	doneFailed
 )
 
 func newMetrics(s *Server) *metrics {
@@ -69,45 +100,55 @@ func newMetrics(s *Server) *metrics {
 			gogc),
 		masterCollector{s.rl},
 	)
+	for i, out := range acquireOutcomes {
+		m.acquireBy[i] = m.acquires.WithLabelValues(out)
+	}
+	for i, out := range doneOutcomes {
+		m.releaseBy[i] = m.releases.WithLabelValues(out)
+		m.extendBy[i] = m.extends.WithLabelValues(out)
+	}
+	for i, op := range opLabels {
+		m.latencyOf[i] = m.latency.WithLabelValues(op)
+	}
 	return m
 }
 
 // acquire counts one acquire by the error it ended with.
 func (m *metrics) acquire(err error, d time.Duration) {
-	out := outFailed
+	out := acqFailed
 	switch {
 	case err == nil:
-		out = outGranted
+		out = acqGranted
 	case errors.Is(err, redlock.ErrHeld):
-		out = outHeld
+		out = acqHeld
 	case errors.Is(err, redlock.ErrNoQuorum):
-		out = outNoQuorum
+		out = acqNoQuorum
 	case errors.Is(err, redlock.ErrValiditySpent):
-		out = outSpent
+		out = acqSpent
 	case errors.Is(err, redlock.ErrNotAcquired):
-		out = outSplit
+		out = acqSplit
 	}
-	m.acquires.WithLabelValues(out).Inc()
-	m.latency.WithLabelValues(opAcquireLbl).Observe(d.Seconds())
+	m.acquireBy[out].Inc()
+	m.latencyOf[opAcquire].Observe(d.Seconds())
 }
 
-// done counts a release or an extend.
-func (m *metrics) done(op string, ok bool, err error, d time.Duration) {
-	out := outNotOwned
+// done counts a release (op opRelease) or an extend (opExtend).
+func (m *metrics) done(op opKind, ok bool, err error, d time.Duration) {
+	out := doneNotOwned
 	switch {
 	case errors.Is(err, redlock.ErrNoQuorum):
-		out = outNoQuorum
+		out = doneNoQuorum
 	case err != nil:
-		out = outFailed
+		out = doneFailed
 	case ok:
-		out = outDone
+		out = doneDone
 	}
-	vec := m.releases
-	if op == opExtendLbl {
-		vec = m.extends
+	by := &m.releaseBy
+	if op == opExtend {
+		by = &m.extendBy
 	}
-	vec.WithLabelValues(out).Inc()
-	m.latency.WithLabelValues(op).Observe(d.Seconds())
+	by[out].Inc()
+	m.latencyOf[op].Observe(d.Seconds())
 }
 
 // count reads a counter's value (for INFO); vec's labels summed when

@@ -215,7 +215,7 @@ func (s *Server) releaseNative(key, token string) (released, freed bool, err err
 	defer cancel()
 	start := time.Now()
 	r, err := s.rl.ReleaseFenced(ctx, key, token)
-	s.m.done(opReleaseLbl, r.Released, err, time.Since(start))
+	s.m.done(opRelease, r.Released, err, time.Since(start))
 	if r.Freed {
 		s.waits.wake(key)
 	}
@@ -257,7 +257,7 @@ func (s *Server) extendNative(key, token string, ttl time.Duration) (time.Durati
 	defer cancel()
 	start := time.Now()
 	v, ok, err := s.rl.ExtendFenced(ctx, key, token, ttl)
-	s.m.done(opExtendLbl, ok, err, time.Since(start))
+	s.m.done(opExtend, ok, err, time.Since(start))
 	return v, ok, err
 }
 

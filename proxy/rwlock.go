@@ -36,12 +36,12 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 			return
 		}
 		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
-		s.m.done(opExtendLbl, ok, err, time.Since(start))
+		s.m.done(opExtend, ok, err, time.Since(start))
 	case opRWRelease:
 		var r redlock.ReleaseResult
 		r, err = s.rl.ReleaseRW(ctx, key, token)
 		ok = r.Released(s.rl.Quorum())
-		s.m.done(opReleaseLbl, ok, err, time.Since(start))
+		s.m.done(opRelease, ok, err, time.Since(start))
 	case opRWHeld:
 		ok, err = s.rl.HeldRW(ctx, key, token)
 	}
