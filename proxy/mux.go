@@ -13,7 +13,7 @@ import (
 )
 
 // Plain passthrough commands (no connection state: see plainPassthrough) of
-// all clients share a backend connection, as twemproxy does: its writer
+// all clients share one backend connection, as twemproxy does: its writer
 // sends whatever clients have queued in one write, and its reader reads the
 // replies in order and hands each client its own. Under load the backend
 // then sees one read and one write for many clients' commands.
@@ -25,12 +25,6 @@ import (
 // take longer than proxy.passthrough_timeout, or any error on the
 // connection, fails every command queued on it; the next command dials a
 // new one.
-
-// muxConns is how many shared connections carry plain passthrough commands.
-// One sends the biggest batches: with two, the proxy and the backend each
-// made more reads and writes per command (3 of 4 alternating runs also
-// served fewer commands a second, with and without pipelining).
-const muxConns = 1
 
 // muxMaxBatch is the longest batch of one client sent on a shared connection.
 const muxMaxBatch = 32
@@ -218,22 +212,24 @@ func (m *muxConn) reader() {
 	}
 }
 
-// muxPool holds the shared connections of a backend.
+// muxPool holds the shared connection of a backend. One: with two, taken
+// in turn, the proxy and the backend each made more reads and writes per
+// command, and 3 of 4 alternating runs served fewer commands a second, with
+// and without pipelining; four and eight made no difference outside the
+// noise.
 type muxPool struct {
 	be      *backend
 	timeout func() time.Duration
-	next    atomic.Uint32
 	mu      sync.Mutex
-	conns   [muxConns]*muxConn
+	conn    *muxConn
 }
 
-// get returns a live shared connection, dialling one in place of a failed
-// one.
+// get returns the live shared connection, dialling one in place of a
+// failed one.
 func (p *muxPool) get() (*muxConn, error) {
-	i := int(p.next.Add(1) % muxConns)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m := p.conns[i]; m != nil && !m.isDead() {
+	if m := p.conn; m != nil && !m.isDead() {
 		// One the server closed while idle (its timeout setting) would
 		// fail the next batch: replace it. With nothing in flight there
 		// is nothing to read on it.
@@ -248,17 +244,15 @@ func (p *muxPool) get() (*muxConn, error) {
 		return nil, err
 	}
 	m := newMuxConn(b, p.timeout)
-	p.conns[i] = m
+	p.conn = m
 	return m, nil
 }
 
 func (p *muxPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, m := range p.conns {
-		if m != nil {
-			m.kill(errMuxClosed)
-		}
+	if p.conn != nil {
+		p.conn.kill(errMuxClosed)
 	}
 }
 
