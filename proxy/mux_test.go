@@ -130,7 +130,7 @@ func TestPassthroughAfterBackendClosedIdleConnections(t *testing.T) {
 		if err := long(); err != nil {
 			t.Errorf("round %d: 40 pipelined INCRs: %v", round, err)
 		}
-		for i := 0; i < 4; i++ { // both shared connections
+		for i := 0; i < 4; i++ { // on the shared connection
 			if err := e.c.Incr(ctx, k).Err(); err != nil {
 				t.Errorf("round %d: INCR: %v", round, err)
 			}

@@ -31,7 +31,7 @@ type Server struct {
 	log     zerolog.Logger
 	rl      *redlock.Client
 	be      *backend
-	mux     *muxPool // shared connections for plain passthrough
+	mux     *muxPool // the shared connection for plain passthrough
 	scripts *scriptCache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
 	// leasesActive counts LOCK.ACQUIRE … LEASE locks being renewed.
