@@ -113,3 +113,27 @@ func TestBudgetIsWhatTheOthersLeave(t *testing.T) {
 		t.Fatalf("SET at 100/s and GET at 300/s, as many of each: %v/s", v)
 	}
 }
+
+// The row comparing the proxy's CPU with 5 and 3 masters is printed only
+// when both were measured.
+func TestReportCPURowNeedsBothMasterCounts(t *testing.T) {
+	const cpuRow = "1/2. proxy CPU"
+	for _, tc := range []struct {
+		rows string
+		vals map[string][]float64
+		want bool
+	}{
+		{"1", map[string][]float64{"rs.p3.rate": {100}, "rs.m3.rate": {50}, "rs.p3.cpu": {20}}, false},
+		{"1,2", map[string][]float64{"rs.p3.rate": {100}, "rs.p5.rate": {80}, "rs.p3.cpu": {20}, "rs.p5.cpu": {25}}, true},
+	} {
+		o := options{rows: map[string]bool{}}
+		for _, k := range strings.Split(tc.rows, ",") {
+			o.rows[k] = true
+		}
+		var out strings.Builder
+		report(&out, o, &results{vals: tc.vals}, machine{cpus: 2}, time.Now())
+		if got := strings.Contains(out.String(), cpuRow); got != tc.want {
+			t.Errorf("rows %s: %q row printed: %v, want %v\n%s", tc.rows, cpuRow, got, tc.want, out.String())
+		}
+	}
+}

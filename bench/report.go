@@ -122,7 +122,7 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	if o.rows["2"] {
 		rsRate(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "p5", "p3", "≥ 0.6×", 0.6)
 	}
-	if r.has("rs.p3.cpu") {
+	if r.has("rs.p3.cpu") && r.has("rs.p5.cpu") {
 		add(row{what: "1/2. proxy CPU (user+system) per lock operation during the go-redsync runs, µs: 5 masters vs 3 masters",
 			proxy: micros(orNaN(r, "rs.p5.cpu")), baseline: micros(orNaN(r, "rs.p3.cpu")),
 			ratio: ratioOf(r, "rs.p5.cpu", "rs.p3.cpu"), target: "—"})
