@@ -2,8 +2,10 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,4 +210,84 @@ func TestBadSetArguments(t *testing.T) {
 		}
 	}
 	mustEqual(t, "nothing locked", count(e.onMasters(key), ""), 3)
+}
+
+// Lock operations leave nothing behind in the proxy: after many acquire,
+// extend, failed acquire and release cycles on keys never used again, the
+// heap left after a collection is what it was. A structure that kept an
+// entry per key or per operation (the keys with writes in flight, a
+// master's rollback bookkeeping, the script cache) would grow it by at least
+// its entries' size times the operations.
+func TestLockOperationsSteadyStateHeap(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	ctx := context.Background()
+	unlock := redis.NewScript(unlockSpellings[2])
+	extend := redis.NewScript(extendScript)
+	const workers = 8
+	cycles := func(round, n int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < n; i++ {
+					k := e.key(fmt.Sprintf("steady:%d:%d:%d", round, w, i))
+					steps := []func() error{
+						func() error { return expect(e.c.SetNX(ctx, k, "tok", 30*time.Second).Result()) },
+						func() error { return expectNot(e.c.SetNX(ctx, k, "other", 30*time.Second).Result()) },
+						func() error { return expectOne(extend.Run(ctx, e.c, []string{k}, "tok", 30000).Int64()) },
+						func() error { return expectOne(unlock.Run(ctx, e.c, []string{k}, "tok").Int64()) },
+					}
+					for _, step := range steps {
+						if err := step(); err != nil {
+							errs <- fmt.Errorf("key %s: %w", k, err)
+							return
+						}
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	cycles(0, 250) // warm up: connections, pools, the script cache
+	heapAfterGC()  // and a second collection empties what pools keep for one
+	before := heapAfterGC()
+	const perWorker = 2500
+	cycles(1, perWorker)
+	heapAfterGC()
+	after := heapAfterGC()
+	keys := workers * perWorker // each with 4 operations
+	grew := int64(after) - int64(before)
+	t.Logf("heap after a collection: %d KB before, %d KB after %d keys' lock operations (%+.1f bytes a key)",
+		before>>10, after>>10, keys, float64(grew)/float64(keys))
+	// 16 bytes a key is less than any map entry holding the key.
+	if grew > int64(keys)*16 {
+		t.Fatalf("the heap grew by %d bytes over %d keys' lock operations", grew, keys)
+	}
+}
+
+func expect(ok bool, err error) error {
+	if err != nil || !ok {
+		return fmt.Errorf("acquire: %v, %v", ok, err)
+	}
+	return nil
+}
+
+func expectNot(ok bool, err error) error {
+	if err != nil || ok {
+		return fmt.Errorf("acquire of a held key: %v, %v", ok, err)
+	}
+	return nil
+}
+
+func expectOne(n int64, err error) error {
+	if err != nil || n != 1 {
+		return fmt.Errorf("script: %d, %v", n, err)
+	}
+	return nil
 }
