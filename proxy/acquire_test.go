@@ -212,12 +212,14 @@ func TestBadSetArguments(t *testing.T) {
 	mustEqual(t, "nothing locked", count(e.onMasters(key), ""), 3)
 }
 
-// Lock operations leave nothing behind in the proxy: after many acquire,
-// extend, failed acquire and release cycles on keys never used again, the
-// heap left after a collection is what it was. A structure that kept an
-// entry per key or per operation (the keys with writes in flight, a
-// master's rollback bookkeeping, the script cache) would grow it by at least
-// its entries' size times the operations.
+// Lock operations leave nothing behind in the proxy: after many keys, each
+// through the transparent path (SET NX, a refused SET NX, the extend and
+// the unlock script) and the native commands (a lease, and a fenced lock
+// extended and released), the heap left after a collection is what it was.
+// A structure that kept an entry per key or per operation (the keys with
+// writes in flight, a master's rollback bookkeeping, the leases of a
+// connection, the script cache) would grow it by at least its entries' size
+// times the keys.
 func TestLockOperationsSteadyStateHeap(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	ctx := context.Background()
@@ -231,13 +233,32 @@ func TestLockOperationsSteadyStateHeap(t *testing.T) {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
+				conn := e.c.Conn() // the leases are bound to it
+				defer conn.Close()
 				for i := 0; i < n; i++ {
 					k := e.key(fmt.Sprintf("steady:%d:%d:%d", round, w, i))
+					nk := k + ":native"
 					steps := []func() error{
 						func() error { return expect(e.c.SetNX(ctx, k, "tok", 30*time.Second).Result()) },
 						func() error { return expectNot(e.c.SetNX(ctx, k, "other", 30*time.Second).Result()) },
 						func() error { return expectOne(extend.Run(ctx, e.c, []string{k}, "tok", 30000).Int64()) },
 						func() error { return expectOne(unlock.Run(ctx, e.c, []string{k}, "tok").Int64()) },
+						func() error {
+							v, err := conn.Do(ctx, "LOCK.ACQUIRE", nk, "LEASE").Slice()
+							if err != nil || len(v) != 3 {
+								return fmt.Errorf("lease: %v, %v", v, err)
+							}
+							return expectOne(conn.Do(ctx, "LOCK.RELEASE", nk, v[0]).Int64())
+						},
+						func() error {
+							if v, err := conn.Do(ctx, "LOCK.ACQUIRE", nk, 30000, "TOKEN", "tok").Slice(); err != nil || len(v) != 3 {
+								return fmt.Errorf("fenced acquire: %v, %v", v, err)
+							}
+							if v, err := conn.Do(ctx, "LOCK.EXTEND", nk, "tok", 30000).Int64(); err != nil || v <= 0 {
+								return fmt.Errorf("fenced extend: %v, %v", v, err)
+							}
+							return expectOne(conn.Do(ctx, "LOCK.RELEASE", nk, "tok").Int64())
+						},
 					}
 					for _, step := range steps {
 						if err := step(); err != nil {
@@ -254,14 +275,14 @@ func TestLockOperationsSteadyStateHeap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cycles(0, 250) // warm up: connections, pools, the script cache
+	cycles(0, 200) // warm up: connections, pools, the script cache
 	heapAfterGC()  // and a second collection empties what pools keep for one
 	before := heapAfterGC()
-	const perWorker = 2500
+	const perWorker = 1500
 	cycles(1, perWorker)
 	heapAfterGC()
 	after := heapAfterGC()
-	keys := workers * perWorker // each with 4 operations
+	keys := workers * perWorker
 	grew := int64(after) - int64(before)
 	t.Logf("heap after a collection: %d KB before, %d KB after %d keys' lock operations (%+.1f bytes a key)",
 		before>>10, after>>10, keys, float64(grew)/float64(keys))
