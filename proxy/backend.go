@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/tidwall/redcon"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
@@ -44,11 +46,11 @@ func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
 // doMany sends several commands in one write and hands each raw reply to
 // each, in order, as it is read (valid only during the call), so that large
 // replies are not all held at once. It stops at the first error.
-func (b *backendConn) doMany(cmds [][][]byte, timeout time.Duration, each func(reply []byte)) (int, error) {
+func (b *backendConn) doMany(cmds []redcon.Command, timeout time.Duration, each func(reply []byte)) (int, error) {
 	_ = b.nc.SetDeadline(time.Now().Add(timeout))
 	b.buf = b.buf[:0]
-	for _, args := range cmds {
-		b.buf = appendCommand(b.buf, args)
+	for _, cmd := range cmds {
+		b.buf = appendRequest(b.buf, cmd)
 	}
 	if _, err := b.nc.Write(b.buf); err != nil {
 		return 0, err

@@ -130,17 +130,15 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		n++
 	}
 	ss, _ := c.(*session)
-	var batch [][][]byte
+	var batch []redcon.Command
 	if ss != nil {
 		batch = ss.batch[:0]
 	}
-	batch = append(batch, cmd.Args)
+	batch = append(batch, cmd)
 	var rest []redcon.Command
 	if n > 0 {
 		rest = c.ReadPipeline()
-		for _, x := range rest[:n] {
-			batch = append(batch, x.Args)
-		}
+		batch = append(batch, rest[:n]...)
 	}
 	if st.pinned != nil || len(batch) > muxMaxBatch {
 		// After WATCH: stay on the client's connection. A long batch gets a
@@ -172,7 +170,7 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 
 // forwardShared passes a batch of plain commands through on a shared
 // backend connection (mux.go), with r as its request (nil: a new one).
-func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch [][][]byte) {
+func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command) {
 	s.m.passthrough.Add(float64(len(batch)))
 	out, got, err := s.mux.do(r, batch)
 	if got > 0 {
@@ -188,7 +186,7 @@ func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch [][][]byte) {
 }
 
 // forwardMany is forward for several commands sent in one write.
-func (s *Server) forwardMany(c redcon.Conn, st *client, batch [][][]byte) {
+func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) {
 	s.m.passthrough.Add(float64(len(batch)))
 	bc, pooled, err := s.backendFor(st, false)
 	if err != nil {

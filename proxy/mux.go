@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/redcon"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
@@ -33,7 +35,7 @@ const muxMaxBatch = 32
 // client's session keeps one for all its batches (muxPool.do): once
 // finished, nothing else holds it.
 type muxReq struct {
-	cmds [][][]byte
+	cmds []redcon.Command
 	out  []byte // the raw replies, one after the other
 	got  int    // replies read
 	end  int    // len(out) after the last whole reply
@@ -46,7 +48,7 @@ type muxReq struct {
 const muxKeepOut = 4 << 10
 
 // reset readies r for a batch of cmds.
-func (r *muxReq) reset(cmds [][][]byte) {
+func (r *muxReq) reset(cmds []redcon.Command) {
 	if r.done == nil {
 		r.done = make(chan struct{}, 1)
 	}
@@ -167,8 +169,8 @@ func (m *muxConn) writer() {
 		}
 		out = out[:0]
 		for _, r := range buf {
-			for _, args := range r.cmds {
-				out = appendCommand(out, args)
+			for _, cmd := range r.cmds {
+				out = appendRequest(out, cmd)
 			}
 		}
 		// The reader may start on the replies as soon as they come.
@@ -260,7 +262,7 @@ func (p *muxPool) close() {
 // replies; got says how many arrived whole before an error. r, if not nil,
 // is the caller's own muxReq, reused: the replies returned live in it until
 // its next batch.
-func (p *muxPool) do(r *muxReq, cmds [][][]byte) (out []byte, got int, err error) {
+func (p *muxPool) do(r *muxReq, cmds []redcon.Command) (out []byte, got int, err error) {
 	if r == nil {
 		r = new(muxReq)
 	}

@@ -13,7 +13,9 @@ var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
 // parseCommands splits b into the whole commands at its start: RESP
 // multibulk commands, whose arguments point into b, and inline commands,
 // whose arguments are copies. used is the length of those commands; the
-// rest of b is an unfinished command. The inputFramer has already checked
+// rest of b is an unfinished command. A command's Raw is its bytes in b
+// when they are exactly appendCommand's encoding of its arguments (see
+// parseMultibulk), else nil: inline commands have none. The inputFramer has already checked
 // the framing and the limits of these bytes.
 func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 	cmds, _, used, err = parseInto(b, nil, nil)
@@ -31,13 +33,18 @@ func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Comma
 	// of b can hold: an argument takes at least 6 bytes ("$0\r\n\r\n").
 	for used < len(b) {
 		var args [][]byte
+		var raw []byte
 		var n int
 		if b[used] == '*' {
 			size := cap(slab)
 			if len(cmds) > 0 {
 				size = max(size, min(slabArgs, (len(b)-used)/6+1))
 			}
-			args, slab, n, err = parseMultibulk(b[used:], slab, size)
+			var plain bool
+			args, slab, n, plain, err = parseMultibulk(b[used:], slab, size)
+			if plain {
+				raw = b[used : used+n : used+n]
+			}
 		} else {
 			args, n, err = parseInline(b[used:])
 		}
@@ -53,7 +60,7 @@ func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Comma
 				// holds: one for a read of one command.
 				cmds = make([]redcon.Command, 0, min(1+(len(b)-used-n)/n, 64))
 			}
-			cmds = append(cmds, redcon.Command{Raw: b[used : used+n], Args: args})
+			cmds = append(cmds, redcon.Command{Raw: raw, Args: args})
 		}
 		used += n
 	}
@@ -64,20 +71,23 @@ func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Comma
 const slabArgs = 64
 
 // parseMultibulk parses one "*count" command at the start of b; n is 0 when
-// it has not all arrived. With slabLen > 0, its arguments are taken from
+// it has not all arrived. plain reports that its n bytes are exactly what
+// appendCommand writes for its arguments (no number with a leading zero),
+// so that they can be passed on as they are. With slabLen > 0, its arguments are taken from
 // the free end of slab when they fit there, else from a new slab of
 // slabLen, capped so that appending to them cannot reach the next
 // command's; slab is returned with them taken. Otherwise they get an
 // allocation of their own.
-func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, int, error) {
+func parseMultibulk(b []byte, slab [][]byte, slabLen int) (_ [][]byte, _ [][]byte, n int, plain bool, _ error) {
 	var args [][]byte
 	count, i, ok, err := parseHeader(b, 0, errMultibulkLen)
 	if !ok || err != nil {
-		return nil, slab, 0, err
+		return nil, slab, 0, false, err
 	}
 	if count <= 0 || count > maxArgs {
-		return nil, slab, 0, errMultibulkLen
+		return nil, slab, 0, false, errMultibulkLen
 	}
+	plain = plainNumber(b, 0, i)
 	shared := count <= slabLen
 	switch {
 	case !shared:
@@ -90,24 +100,25 @@ func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, i
 	}
 	for j := 0; j < count; j++ {
 		if i >= len(b) {
-			return nil, slab, 0, nil
+			return nil, slab, 0, false, nil
 		}
 		if b[i] != '$' {
-			return nil, slab, 0, errExpectedDollar(b[i])
+			return nil, slab, 0, false, errExpectedDollar(b[i])
 		}
 		size, next, ok, err := parseHeader(b, i, errBulkLen)
 		if !ok || err != nil {
-			return nil, slab, 0, err
+			return nil, slab, 0, false, err
 		}
 		if size < 0 {
-			return nil, slab, 0, errBulkLen
+			return nil, slab, 0, false, errBulkLen
 		}
 		if len(b)-next < size+2 {
-			return nil, slab, 0, nil
+			return nil, slab, 0, false, nil
 		}
 		if b[next+size] != '\r' || b[next+size+1] != '\n' {
-			return nil, slab, 0, errBulkLen
+			return nil, slab, 0, false, errBulkLen
 		}
+		plain = plain && plainNumber(b, i, next)
 		args = append(args, b[next:next+size:next+size])
 		i = next + size + 2
 	}
@@ -115,7 +126,15 @@ func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, i
 		args = args[:count:count]
 		slab = slab[:len(slab)+count]
 	}
-	return args, slab, i, nil
+	return args, slab, i, plain, nil
+}
+
+// plainNumber reports whether the header line b[at:next] (its type byte,
+// a number of one or more digits, CRLF) writes its number without a
+// leading zero, as appendCommand does. (Redis itself refuses a leading
+// zero; the proxy reads it, and passes such a command on re-encoded.)
+func plainNumber(b []byte, at, next int) bool {
+	return b[at+1] != '0' || next-at == 4
 }
 
 // parseHeader reads the number after the type byte at b[at] up to CRLF. ok

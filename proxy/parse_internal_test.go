@@ -25,6 +25,9 @@ func sessionRead(data []byte, lim inputLimits, chunk int) ([][]string, error) {
 		if k > 0 {
 			cmds, used, perr := parseCommands(buf[:n])
 			for _, c := range cmds {
+				if c.Raw != nil && !bytes.Equal(c.Raw, appendCommand(nil, c.Args)) {
+					return out, &rawMismatch{raw: c.Raw, args: c.Args}
+				}
 				args := make([]string, len(c.Args))
 				for i, a := range c.Args {
 					args[i] = string(a)
@@ -42,6 +45,17 @@ func sessionRead(data []byte, lim inputLimits, chunk int) ([][]string, error) {
 	}
 }
 
+// rawMismatch: a parsed command's Raw is not the encoding of its
+// arguments, so passing it on would send the backend another command.
+type rawMismatch struct {
+	raw  []byte
+	args [][]byte
+}
+
+func (e *rawMismatch) Error() string {
+	return fmt.Sprintf("Raw %q is not the encoding of %q", e.raw, e.args)
+}
+
 // The session's parser reads what redcon's reader reads through the same
 // framer: the same commands, and a protocol error exactly when redcon
 // refuses the input (redcon drops the commands read along with a refused
@@ -49,6 +63,9 @@ func sessionRead(data []byte, lim inputLimits, chunk int) ([][]string, error) {
 func checkParserAgainstRedcon(t *testing.T, data []byte, chunk int) {
 	t.Helper()
 	got, gerr := sessionRead(data, testLimits, chunk)
+	if rm, ok := gerr.(*rawMismatch); ok {
+		t.Fatalf("input %q (chunk %d): %v", data, chunk, rm)
+	}
 	want, werr, _ := framed(data, testLimits, chunk)
 	gProto := gerr != nil && strings.Contains(gerr.Error(), "Protocol error")
 	wProto := werr != nil && strings.Contains(werr.Error(), "Protocol error")
@@ -94,6 +111,42 @@ func FuzzParseCommands(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		checkParserAgainstRedcon(t, data, 1+int(chunk%32))
 	})
+}
+
+// A multibulk command keeps its own bytes (Raw), to be passed on as they
+// are, exactly when they are what appendCommand would write for its
+// arguments: not with a number written with a leading zero (which Redis
+// refuses), and never for an inline command.
+func TestParsedCommandsKeepPlainBytes(t *testing.T) {
+	ten := strings.Repeat("v", 10)
+	for _, tc := range []struct {
+		in    string
+		plain bool
+	}{
+		{"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", true},
+		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n" + ten + "\r\n", true},
+		{"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", true},
+		{"*2\r\n$03\r\nGET\r\n$1\r\nk\r\n", false},
+		{"*02\r\n$3\r\nGET\r\n$1\r\nk\r\n", false},
+		{"*2\r\n$3\r\nGET\r\n$00\r\n\r\n", false},
+		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$010\r\n" + ten + "\r\n", false},
+		{"GET k\r\n", false},
+	} {
+		cmds, used, err := parseCommands([]byte(tc.in))
+		if err != nil || used != len(tc.in) || len(cmds) != 1 {
+			t.Fatalf("%q: %d commands, %d of %d bytes, %v", tc.in, len(cmds), used, len(tc.in), err)
+		}
+		raw := cmds[0].Raw
+		if got := raw != nil; got != tc.plain {
+			t.Errorf("%q: Raw %q, want it kept: %v", tc.in, raw, tc.plain)
+		}
+		if raw != nil && string(raw) != tc.in {
+			t.Errorf("%q: Raw %q", tc.in, raw)
+		}
+		if enc := appendCommand(nil, cmds[0].Args); string(appendRequest(nil, cmds[0])) != string(enc) {
+			t.Errorf("%q: sent as %q, want %q", tc.in, appendRequest(nil, cmds[0]), enc)
+		}
+	}
 }
 
 // Commands parsed from one buffer share an allocation for their arguments

@@ -300,3 +300,27 @@ func TestPassthroughSteadyStateAllocations(t *testing.T) {
 		t.Fatalf("%.3f allocations per pipelined passthrough command", per)
 	}
 }
+
+// A command whose lengths are written with leading zeros ("$03") is read by
+// the proxy, but Redis refuses it with a protocol error and closes the
+// connection: the proxy passes such a command on re-encoded, never as the
+// client wrote it, so the shared backend connection and the other clients'
+// commands on it are not affected.
+func TestLeadingZeroLengthsPassThroughReencoded(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	k := e.key("zeros")
+	c := e.dial()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	in := fmt.Sprintf("*03\r\n$03\r\nSET\r\n$0%d\r\n%s\r\n$01\r\nv\r\n*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k, len(k), k)
+	if _, err := c.Write([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	want := "+OK\r\n$1\r\nv\r\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("replies %q, %v; want %q", got, err, want)
+	}
+	if v, err := e.c.Get(context.Background(), k).Result(); err != nil || v != "v" {
+		t.Fatalf("GET from another client: %q, %v", v, err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"strconv"
+
+	"github.com/tidwall/redcon"
 )
 
 var errBadReply = errors.New("proxy: malformed reply from backend")
@@ -60,6 +62,16 @@ func readFull(r *bufio.Reader, b []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// appendRequest appends a client's command as it goes to the backend: its
+// own bytes when the parser kept them (Raw: exactly appendCommand's
+// encoding), else its arguments encoded.
+func appendRequest(buf []byte, cmd redcon.Command) []byte {
+	if cmd.Raw != nil {
+		return append(buf, cmd.Raw...)
+	}
+	return appendCommand(buf, cmd.Args)
 }
 
 // appendCommand appends args as a RESP array of bulk strings.

@@ -83,7 +83,7 @@ type session struct {
 	spareArgs [][]byte
 	// Reused by every plain passthrough batch (forwardPipeline): the list
 	// of its commands, and its request on a shared backend connection.
-	batch [][][]byte
+	batch []redcon.Command
 	req   *muxReq
 }
 
