@@ -84,6 +84,8 @@ func TestMalformedInputClosesOnlyThatClient(t *testing.T) {
 		{"bulk length near 2^63", "*3\r\n$3\r\nSET\r\n$4\r\nlock\r\n$9223372036854775807\r\nabc", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"bulk length of 1 GB (above max_bulk_len)", "*3\r\n$3\r\nSET\r\n$4\r\nlock\r\n$1000000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"bulk length not a number", "*1\r\n$4x\r\nPING\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+		{"multibulk length with a leading zero", "*01\r\n$4\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+		{"bulk length with a leading zero", "PING\r\n*1\r\n$04\r\nPING\r\n", "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
 		{"not a bulk", "*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
 		{"bulk without its CRLF", "*1\r\n$4\r\nPINGxx", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"binary garbage after '*'", "*\x00\xff\xfe\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},

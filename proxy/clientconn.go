@@ -17,9 +17,10 @@ import (
 // checks it before the parser sees it:
 //
 //   - a bulk length above proxy.max_bulk_len, or one that cannot be a
-//     number, answers "-ERR Protocol error: invalid bulk length" and closes
-//     the client, as Redis does; a multibulk count above maxArgs, or that is
-//     not a positive number, answers "invalid multibulk length";
+//     number (a leading zero included, as "$03"), answers "-ERR Protocol
+//     error: invalid bulk length" and closes the client, as Redis does; a
+//     multibulk count above maxArgs, or that is not a positive number
+//     written without a leading zero, answers "invalid multibulk length";
 //   - a command whose bytes would exceed proxy.max_query_buffer, or an inline
 //     command longer than Redis's 64 KB inline limit, closes the client with
 //     an error, so a client's pending input never exceeds those bounds, and
@@ -235,6 +236,9 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 				put(c)
 				f.cr = true
 			case c >= '0' && c <= '9' && f.digits < maxHeaderDigits:
+				if f.digits == 1 && f.num == 0 {
+					return w, cut, bad // a leading zero, which Redis refuses
+				}
 				put(c)
 				f.num = f.num*10 + int64(c-'0')
 				f.digits++
@@ -302,14 +306,15 @@ func (f *inputFramer) whole(b []byte, i, end int) int {
 
 // headerNumber reads the digits from b[j] to a "\r\n" within b[:end]: the
 // number and where the next line starts. Up to 18 digits, so that it cannot
-// overflow; a longer number is left to the byte-by-byte path.
+// overflow; a longer number, or one with a leading zero, is left to the
+// byte-by-byte path.
 func headerNumber(b []byte, j, end int) (int64, int, bool) {
 	var v int64
 	k := j
 	for ; k < end && k-j < 18 && b[k] >= '0' && b[k] <= '9'; k++ {
 		v = v*10 + int64(b[k]-'0')
 	}
-	if k == j || k+1 >= end || b[k] != '\r' || b[k+1] != '\n' {
+	if k == j || k+1 >= end || b[k] != '\r' || b[k+1] != '\n' || (b[j] == '0' && k-j > 1) {
 		return 0, 0, false
 	}
 	return v, k + 2, true

@@ -13,9 +13,9 @@ var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
 // parseCommands splits b into the whole commands at its start: RESP
 // multibulk commands, whose arguments point into b, and inline commands,
 // whose arguments are copies. used is the length of those commands; the
-// rest of b is an unfinished command. A command's Raw is its bytes in b
-// when they are exactly appendCommand's encoding of its arguments (see
-// parseMultibulk), else nil: inline commands have none. The inputFramer has already checked
+// rest of b is an unfinished command. A multibulk command's Raw is its
+// bytes in b: as numbers with a leading zero are refused, exactly
+// appendCommand's encoding of its arguments. Inline commands have none. The inputFramer has already checked
 // the framing and the limits of these bytes.
 func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
 	cmds, _, used, err = parseInto(b, nil, nil)
@@ -40,11 +40,8 @@ func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Comma
 			if len(cmds) > 0 {
 				size = max(size, min(slabArgs, (len(b)-used)/6+1))
 			}
-			var plain bool
-			args, slab, n, plain, err = parseMultibulk(b[used:], slab, size)
-			if plain {
-				raw = b[used : used+n : used+n]
-			}
+			args, slab, n, err = parseMultibulk(b[used:], slab, size)
+			raw = b[used : used+n : used+n]
 		} else {
 			args, n, err = parseInline(b[used:])
 		}
@@ -71,23 +68,20 @@ func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Comma
 const slabArgs = 64
 
 // parseMultibulk parses one "*count" command at the start of b; n is 0 when
-// it has not all arrived. plain reports that its n bytes are exactly what
-// appendCommand writes for its arguments (no number with a leading zero),
-// so that they can be passed on as they are. With slabLen > 0, its arguments are taken from
+// it has not all arrived. With slabLen > 0, its arguments are taken from
 // the free end of slab when they fit there, else from a new slab of
 // slabLen, capped so that appending to them cannot reach the next
 // command's; slab is returned with them taken. Otherwise they get an
 // allocation of their own.
-func parseMultibulk(b []byte, slab [][]byte, slabLen int) (_ [][]byte, _ [][]byte, n int, plain bool, _ error) {
+func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, int, error) {
 	var args [][]byte
 	count, i, ok, err := parseHeader(b, 0, errMultibulkLen)
 	if !ok || err != nil {
-		return nil, slab, 0, false, err
+		return nil, slab, 0, err
 	}
 	if count <= 0 || count > maxArgs {
-		return nil, slab, 0, false, errMultibulkLen
+		return nil, slab, 0, errMultibulkLen
 	}
-	plain = plainNumber(b, 0, i)
 	shared := count <= slabLen
 	switch {
 	case !shared:
@@ -100,25 +94,24 @@ func parseMultibulk(b []byte, slab [][]byte, slabLen int) (_ [][]byte, _ [][]byt
 	}
 	for j := 0; j < count; j++ {
 		if i >= len(b) {
-			return nil, slab, 0, false, nil
+			return nil, slab, 0, nil
 		}
 		if b[i] != '$' {
-			return nil, slab, 0, false, errExpectedDollar(b[i])
+			return nil, slab, 0, errExpectedDollar(b[i])
 		}
 		size, next, ok, err := parseHeader(b, i, errBulkLen)
 		if !ok || err != nil {
-			return nil, slab, 0, false, err
+			return nil, slab, 0, err
 		}
 		if size < 0 {
-			return nil, slab, 0, false, errBulkLen
+			return nil, slab, 0, errBulkLen
 		}
 		if len(b)-next < size+2 {
-			return nil, slab, 0, false, nil
+			return nil, slab, 0, nil
 		}
 		if b[next+size] != '\r' || b[next+size+1] != '\n' {
-			return nil, slab, 0, false, errBulkLen
+			return nil, slab, 0, errBulkLen
 		}
-		plain = plain && plainNumber(b, i, next)
 		args = append(args, b[next:next+size:next+size])
 		i = next + size + 2
 	}
@@ -126,15 +119,7 @@ func parseMultibulk(b []byte, slab [][]byte, slabLen int) (_ [][]byte, _ [][]byt
 		args = args[:count:count]
 		slab = slab[:len(slab)+count]
 	}
-	return args, slab, i, plain, nil
-}
-
-// plainNumber reports whether the header line b[at:next] (its type byte,
-// a number of one or more digits, CRLF) writes its number without a
-// leading zero, as appendCommand does. (Redis itself refuses a leading
-// zero; the proxy reads it, and passes such a command on re-encoded.)
-func plainNumber(b []byte, at, next int) bool {
-	return b[at+1] != '0' || next-at == 4
+	return args, slab, i, nil
 }
 
 // parseHeader reads the number after the type byte at b[at] up to CRLF. ok
@@ -149,8 +134,8 @@ func parseHeader(b []byte, at int, bad error) (v, next int, ok bool, err error) 
 		return 0, 0, false, bad
 	}
 	digits := b[at+1 : end-1]
-	if len(digits) == 0 || len(digits) > maxHeaderDigits {
-		return 0, 0, false, bad
+	if len(digits) == 0 || len(digits) > maxHeaderDigits || (digits[0] == '0' && len(digits) > 1) {
+		return 0, 0, false, bad // a leading zero too, as Redis refuses it
 	}
 	neg := digits[0] == '-'
 	if neg {

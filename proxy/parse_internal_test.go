@@ -114,33 +114,36 @@ func FuzzParseCommands(f *testing.F) {
 }
 
 // A multibulk command keeps its own bytes (Raw), to be passed on as they
-// are, exactly when they are what appendCommand would write for its
-// arguments: not with a number written with a leading zero (which Redis
-// refuses), and never for an inline command.
-func TestParsedCommandsKeepPlainBytes(t *testing.T) {
+// are: they are what appendCommand writes for its arguments, because a
+// number written with a leading zero (which Redis refuses) is refused.
+// Inline commands keep none.
+func TestParsedCommandsKeepTheirBytes(t *testing.T) {
 	ten := strings.Repeat("v", 10)
 	for _, tc := range []struct {
-		in    string
-		plain bool
+		in  string
+		raw bool
+		err bool
 	}{
-		{"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", true},
-		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n" + ten + "\r\n", true},
-		{"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", true},
-		{"*2\r\n$03\r\nGET\r\n$1\r\nk\r\n", false},
-		{"*02\r\n$3\r\nGET\r\n$1\r\nk\r\n", false},
-		{"*2\r\n$3\r\nGET\r\n$00\r\n\r\n", false},
-		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$010\r\n" + ten + "\r\n", false},
-		{"GET k\r\n", false},
+		{in: "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", raw: true},
+		{in: "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n" + ten + "\r\n", raw: true},
+		{in: "*2\r\n$3\r\nGET\r\n$0\r\n\r\n", raw: true},
+		{in: "GET k\r\n"},
+		{in: "*2\r\n$03\r\nGET\r\n$1\r\nk\r\n", err: true},
+		{in: "*02\r\n$3\r\nGET\r\n$1\r\nk\r\n", err: true},
+		{in: "*2\r\n$3\r\nGET\r\n$00\r\n\r\n", err: true},
 	} {
 		cmds, used, err := parseCommands([]byte(tc.in))
+		if tc.err {
+			if err == nil || len(cmds) != 0 {
+				t.Errorf("%q: %q, %v; want a protocol error", tc.in, cmds, err)
+			}
+			continue
+		}
 		if err != nil || used != len(tc.in) || len(cmds) != 1 {
 			t.Fatalf("%q: %d commands, %d of %d bytes, %v", tc.in, len(cmds), used, len(tc.in), err)
 		}
 		raw := cmds[0].Raw
-		if got := raw != nil; got != tc.plain {
-			t.Errorf("%q: Raw %q, want it kept: %v", tc.in, raw, tc.plain)
-		}
-		if raw != nil && string(raw) != tc.in {
+		if (raw != nil) != tc.raw || (raw != nil && string(raw) != tc.in) {
 			t.Errorf("%q: Raw %q", tc.in, raw)
 		}
 		if enc := appendCommand(nil, cmds[0].Args); string(appendRequest(nil, cmds[0])) != string(enc) {

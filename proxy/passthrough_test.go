@@ -301,26 +301,36 @@ func TestPassthroughSteadyStateAllocations(t *testing.T) {
 	}
 }
 
-// A command whose lengths are written with leading zeros ("$03") is read by
-// the proxy, but Redis refuses it with a protocol error and closes the
-// connection: the proxy passes such a command on re-encoded, never as the
-// client wrote it, so the shared backend connection and the other clients'
-// commands on it are not affected.
-func TestLeadingZeroLengthsPassThroughReencoded(t *testing.T) {
+// Counts and lengths written with a leading zero ("$03") are refused as
+// Redis refuses them, with the same reply, after the commands before them.
+// (The proxy passes plain commands on as the client wrote them: one that
+// reached Redis so would close the backend connection other clients share.)
+func TestLeadingZeroLengthsRefusedAsByRedis(t *testing.T) {
 	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
 	k := e.key("zeros")
-	c := e.dial()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	in := fmt.Sprintf("*03\r\n$03\r\nSET\r\n$0%d\r\n%s\r\n$01\r\nv\r\n*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(k), k, len(k), k)
-	if _, err := c.Write([]byte(in)); err != nil {
-		t.Fatal(err)
+	answer := func(addr, in string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(in)); err != nil {
+			t.Fatal(err)
+		}
+		return readUntilClosed(t, c)
 	}
-	want := "+OK\r\n$1\r\nv\r\n"
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
-		t.Fatalf("replies %q, %v; want %q", got, err, want)
+	for _, in := range []string{
+		"*1\r\n$04\r\nPING\r\n",
+		"*01\r\n$4\r\nPING\r\n",
+		fmt.Sprintf("*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n*3\r\n$03\r\nSET\r\n$%d\r\n%s\r\n$1\r\nv\r\n", len(k), k, len(k), k),
+		fmt.Sprintf("*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$00\r\n\r\n", len(k), k),
+	} {
+		redis, proxied := answer(e.masters[0].Addr, in), answer(e.addr, in)
+		if proxied != redis || !strings.Contains(redis, "Protocol error") {
+			t.Errorf("input %q: the proxy answered %q, Redis %q", in, proxied, redis)
+		}
 	}
-	if v, err := e.c.Get(context.Background(), k).Result(); err != nil || v != "v" {
-		t.Fatalf("GET from another client: %q, %v", v, err)
+	if n, err := e.c.Exists(context.Background(), k).Result(); err != nil || n != 0 {
+		t.Fatalf("the refused SETs wrote the key: %d, %v", n, err)
 	}
 }
