@@ -94,7 +94,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		}
 	} else if s.plainPassthrough(e, cmd.Args) {
 		// Done with the arguments when it returns: the shared and the
-		// pinned backend connections encode them before the replies come.
+		// pinned backend connections copy them into their write before
+		// the replies come.
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
