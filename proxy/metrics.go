@@ -184,10 +184,12 @@ var (
 	masterRestart   = prometheus.NewDesc("redlock_proxy_master_restarts_total", "Restarts of the master noticed (run_id changed).", []string{"master"}, nil)
 	masterClockJump = prometheus.NewDesc("redlock_proxy_master_clock_jumps_total", "Jumps of the master's clock noticed (TIME against the proxy's monotonic clock).", []string{"master"}, nil)
 	masterLatency   = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
+	masterPipelines = prometheus.NewDesc("redlock_proxy_master_pipelines_total", "Pipelines (one write, replies read back in order) sent to the master for quorum operations.", []string{"master"}, nil)
+	masterCommands  = prometheus.NewDesc("redlock_proxy_master_commands_total", "Commands those pipelines carried: over the pipelines, how many operations share one.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands} {
 		ch <- d
 	}
 }
@@ -200,6 +202,8 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterRestart, prometheus.CounterValue, float64(m.Restarts), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterClockJump, prometheus.CounterValue, float64(m.ClockJumps), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterLatency, prometheus.GaugeValue, m.LastLatency.Seconds(), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterPipelines, prometheus.CounterValue, float64(m.Pipelines), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterCommands, prometheus.CounterValue, float64(m.Commands), m.Addr)
 	}
 }
 

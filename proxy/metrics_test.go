@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,6 +46,15 @@ func TestMetricsAndHealth(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Each master took the two acquires and the release (with the undo of
+	// the refused acquire, if any), in at most as many pipelines.
+	for _, m := range e.masters {
+		cmds := metricOf(t, body, `redlock_proxy_master_commands_total{master="`+m.Addr+`"}`)
+		pipes := metricOf(t, body, `redlock_proxy_master_pipelines_total{master="`+m.Addr+`"}`)
+		if cmds < 3 || pipes < 1 || pipes > cmds {
+			t.Errorf("master %s: %v commands in %v pipelines", m.Addr, cmds, pipes)
 		}
 	}
 	code, _ = httpGet(t, base+"/healthz")
@@ -102,4 +112,20 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	if used < 10 {
 		t.Fatalf("only %d metric references found in the dashboard", used)
 	}
+}
+
+// metricOf reads the value of one series from a /metrics body.
+func metricOf(t *testing.T, body, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics lacks %s", series)
+	return 0
 }

@@ -214,10 +214,14 @@ func (n *node) status() MasterStatus {
 	if left < 0 {
 		left = 0
 	}
-	return MasterStatus{
+	st := MasterStatus{
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
 		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
 	}
+	if n.batch != nil {
+		st.Pipelines, st.Commands = n.batch.pipelines.Load(), n.batch.commands.Load()
+	}
+	return st
 }
 
 // taint withholds this master's votes for one key and token for d.

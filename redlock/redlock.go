@@ -224,6 +224,10 @@ type MasterStatus struct {
 	Durable     bool          // AOF with appendfsync always: restarts lose no locks
 	LastError   string
 	LastLatency time.Duration
+	// Pipelines written to the master since the client started, and the
+	// commands they carried: Commands/Pipelines is how many concurrent
+	// operations' commands share one write and one read on it.
+	Pipelines, Commands int64
 }
 
 // Status reports the state of every master, in configuration order.
