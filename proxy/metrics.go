@@ -185,7 +185,7 @@ var (
 	masterClockJump = prometheus.NewDesc("redlock_proxy_master_clock_jumps_total", "Jumps of the master's clock noticed (TIME against the proxy's monotonic clock).", []string{"master"}, nil)
 	masterLatency   = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
 	masterPipelines = prometheus.NewDesc("redlock_proxy_master_pipelines_total", "Pipelines (one write, replies read back in order) sent to the master for quorum operations.", []string{"master"}, nil)
-	masterCommands  = prometheus.NewDesc("redlock_proxy_master_commands_total", "Commands those pipelines carried: over the pipelines, how many operations share one.", []string{"master"}, nil)
+	masterCommands  = prometheus.NewDesc("redlock_proxy_master_commands_total", "Commands those pipelines carried; divided by redlock_proxy_master_pipelines_total, how many operations share one.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
