@@ -97,13 +97,21 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	must(e.do("EVAL", unlockSpellings[0], 1, e.key("k"), "t"))
 	must(e.do("EVAL", extendScript, 1, e.key("k"), "t", 1000))
 	_, body := httpGet(t, "http://"+e.srv.MetricsAddr().String()+"/metrics")
-	name := regexp.MustCompile(`redlock_proxy_[a-z_]+`)
+	name := regexp.MustCompile(`redlock_proxy_[A-Za-z0-9_]+`)
+	exported := func(m string) bool { // a series of exactly that name
+		for _, after := range []string{"{", " "} {
+			if strings.Contains(body, "\n"+m+after) || strings.HasPrefix(body, m+after) {
+				return true
+			}
+		}
+		return false
+	}
 	used := 0
 	for _, p := range d.Panels {
 		for _, q := range p.Targets {
 			for _, m := range name.FindAllString(q.Expr, -1) {
 				used++
-				if !strings.Contains(body, "\n"+m) && !strings.HasPrefix(body, m) {
+				if !exported(m) {
 					t.Errorf("panel %q queries %s, which /metrics does not export", p.Title, m)
 				}
 			}
