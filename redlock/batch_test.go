@@ -3,9 +3,12 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
@@ -145,4 +148,63 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 	if k := len(slow); k > 0 {
 		t.Fatalf("%d of %d acquires waited a node timeout (%v) or more for the stalled master's queue", k, n, nodeTimeout)
 	}
+}
+
+// Probe opens each master's pipeline connection: the first lock operation
+// after it does not spend its node timeout on a dial and a handshake. Here
+// a dial takes 70 ms and the first reply on a connection 40 ms more, each
+// within the node timeout of 100 ms, but not together: without Probe the
+// first acquire reaches no master in time.
+func TestProbeWarmsThePipelines(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	slowDial := WithRedisOptions(func(_ int, o *redis.Options) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			time.Sleep(70 * time.Millisecond)
+			var d net.Dialer
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &slowFirstRead{Conn: nc}, nil
+		}
+	})
+	for _, probe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("probe=%v", probe), func(t *testing.T) {
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
+				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), slowDial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			if probe {
+				// (Its PING on the pools, whose calls also dial within the
+				// node timeout, may fail here: only the pipelines matter.)
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				c.Probe(pctx)
+				cancel()
+			}
+			_, err = c.Acquire(ctx, fmt.Sprintf("warm:%v", probe), "t", time.Minute)
+			if probe && err != nil {
+				t.Fatalf("first acquire after Probe: %v", err)
+			}
+			if !probe && err == nil {
+				t.Fatal("first acquire without Probe was granted: the test's dials are not slow enough to show anything")
+			}
+		})
+	}
+}
+
+// slowFirstRead delays the first read on a connection by 40 ms.
+type slowFirstRead struct {
+	net.Conn
+	read bool
+}
+
+func (c *slowFirstRead) Read(b []byte) (int, error) {
+	if !c.read {
+		c.read = true
+		time.Sleep(40 * time.Millisecond)
+	}
+	return c.Conn.Read(b)
 }
