@@ -77,6 +77,7 @@ func (p *Proxy) Start() {
 		p.cmd = exec.Command(p.bin, "-config", p.Config)
 	}
 	p.cmd.Stderr = p.stderr
+	dieWithTest(p.cmd)
 	if len(p.env) > 0 {
 		p.cmd.Env = append(os.Environ(), p.env...)
 	}

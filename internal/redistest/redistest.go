@@ -85,6 +85,7 @@ func Addrs(ss []*Server) []string {
 func (s *Server) start() {
 	s.t.Helper()
 	s.cmd = exec.Command("redis-server", s.args...)
+	dieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,0 +1,53 @@
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A test binary that dies without its cleanups (a panic, os.Exit) takes its
+// redis-servers with it: they would otherwise keep running, and their ports.
+func TestServersDieWithACrashedTest(t *testing.T) {
+	if os.Getenv("REDISTEST_CRASH") == "1" {
+		s := Start(t)
+		os.Stdout.WriteString("addr " + s.Addr + "\n")
+		os.Exit(3) // no cleanup runs
+	}
+	Require(t)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestServersDieWithACrashedTest$")
+	cmd.Env = append(os.Environ(), "REDISTEST_CRASH=1")
+	out, _ := cmd.Output()
+	var addr string
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		if a, ok := strings.CutPrefix(sc.Text(), "addr "); ok {
+			addr = a
+		}
+	}
+	if addr == "" {
+		t.Fatalf("the crashing test printed no address: %q", out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return // gone
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			_ = rc.Shutdown(context.Background()).Err()
+			rc.Close()
+			t.Fatalf("the redis-server on %s outlived the test binary that started it by 5 s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
