@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -60,6 +61,11 @@ func TestProxyAnsweredCommands(t *testing.T) {
 		if !strings.Contains(info, want) {
 			t.Fatalf("INFO lacks %q:\n%s", want, info)
 		}
+	}
+	// Each master's pipelines and their commands: the proxy's start sent
+	// one PING down each.
+	if !regexp.MustCompile(`master1:[^\r]*,pipelines=[1-9][0-9]*,commands=[1-9][0-9]*,`).MatchString(info) {
+		t.Fatalf("INFO lacks master1's pipelines and commands:\n%s", info)
 	}
 	_, err = e.do("SUBSCRIBE", "ch")
 	if err == nil || !strings.Contains(err.Error(), "not supported") {
