@@ -325,50 +325,44 @@ func TestFenceDecided(t *testing.T) {
 // the plain release script would), it deletes that copy, and the granted
 // lock is left on fewer than a quorum.
 func TestFenceLateUndoOfEarlierAttempt(t *testing.T) {
-	for _, pipelines := range []int{1, 2} {
-		for _, byAttempt := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/%d_pipelines", map[bool]string{true: "by_attempt", false: "by_token_shows_the_hazard"}[byAttempt], pipelines), func(t *testing.T) {
-				ms := redistest.StartN(t, 3)
-				c, relay := delayedRollbackClient(t, ms, pipelines)
-				c.opts.undoByToken = !byAttempt
-				ctx := context.Background()
-				for _, m := range ms {
-					mc := m.Client()
-					for _, s := range []*script{fenceAcquireScript, fenceCommitScript, fenceUndoScript, fenceReleaseScript, readScript} {
-						mc.ScriptLoad(ctx, s.src)
-					}
-					mc.Close()
-				}
-				for i := 0; i < 4; i++ { // idle pooled connections to every master
-					go c.Read(ctx, "warm")
-				}
-				time.Sleep(100 * time.Millisecond)
-				m1 := ms[1].Client()
-				defer m1.Close()
-				m1.Set(ctx, "k", "other", 10*time.Second) // another holder on one master
-
-				relay.Delay.Store(int64(400 * time.Millisecond))
-				if _, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
-					t.Fatalf("first attempt: %v, want not acquired", err)
-				}
-				time.Sleep(50 * time.Millisecond) // its SET and undo are now held in the relay
-				relay.Delay.Store(0)
-				r, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false)
-				if err != nil {
-					t.Fatalf("second attempt: %v", err)
-				}
-				time.Sleep(700 * time.Millisecond) // the delayed SET and undo land
-				held := holding(ctx, []*redistest.Server{ms[0], ms[2]}, "k", "tok")
-				t.Logf("granted with fence %d; now held on %d of the 2 masters that granted it", r.Grant.Fence, held)
-				if byAttempt && held < c.Quorum() {
-					t.Fatal("a late undo of the first attempt deleted the second attempt's lock")
-				}
-				if !byAttempt && held >= c.Quorum() {
-					t.Fatal("the late undo did not land after the second attempt: the test shows nothing")
-				}
-			})
+	delayedRollbackCases(t, "by_attempt", "by_token_shows_the_hazard", func(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, byAttempt bool) {
+		c.opts.undoByToken = !byAttempt
+		ctx := context.Background()
+		for _, m := range ms {
+			mc := m.Client()
+			for _, s := range []*script{fenceAcquireScript, fenceCommitScript, fenceUndoScript, fenceReleaseScript, readScript} {
+				mc.ScriptLoad(ctx, s.src)
+			}
+			mc.Close()
 		}
-	}
+		for i := 0; i < 4; i++ { // idle pooled connections to every master
+			go c.Read(ctx, "warm")
+		}
+		time.Sleep(100 * time.Millisecond)
+		m1 := ms[1].Client()
+		defer m1.Close()
+		m1.Set(ctx, "k", "other", 10*time.Second) // another holder on one master
+
+		relay.Delay.Store(int64(400 * time.Millisecond))
+		if _, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("first attempt: %v, want not acquired", err)
+		}
+		time.Sleep(50 * time.Millisecond) // its SET and undo are now held in the relay
+		relay.Delay.Store(0)
+		r, err := c.AcquireFenced(ctx, "k", "tok", 5*time.Second, false)
+		if err != nil {
+			t.Fatalf("second attempt: %v", err)
+		}
+		time.Sleep(700 * time.Millisecond) // the delayed SET and undo land
+		held := holding(ctx, []*redistest.Server{ms[0], ms[2]}, "k", "tok")
+		t.Logf("granted with fence %d; now held on %d of the 2 masters that granted it", r.Grant.Fence, held)
+		if byAttempt && held < c.Quorum() {
+			t.Fatal("a late undo of the first attempt deleted the second attempt's lock")
+		}
+		if !byAttempt && held >= c.Quorum() {
+			t.Fatal("the late undo did not land after the second attempt: the test shows nothing")
+		}
+	})
 }
 
 // A fenced lock released by the plain unlock script leaves its state behind

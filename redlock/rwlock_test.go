@@ -222,36 +222,30 @@ func TestAcquireRWOnStringKey(t *testing.T) {
 // whose rollback of a refused acquire is still in flight does not vote for
 // the same token's next attempt.
 func TestAcquireRWRetryAfterDelayedRollback(t *testing.T) {
-	for _, pipelines := range []int{1, 2} {
-		for _, guard := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/%d_pipelines", map[bool]string{true: "guard", false: "no_guard_shows_the_hazard"}[guard], pipelines), func(t *testing.T) {
-				ms := redistest.StartN(t, 3)
-				c, relay := delayedRollbackClient(t, ms, pipelines)
-				c.opts.noTaint = !guard
-				ctx := context.Background()
-				// Idle pooled connections to every master that know the scripts.
-				for i := 0; i < 4; i++ {
-					go c.HeldRW(ctx, "warm", "x")
-				}
-				time.Sleep(100 * time.Millisecond)
-				c.AcquireRW(ctx, "warm", "x", time.Second, false)
-				c.ReleaseRW(ctx, "warm", "x")
-				time.Sleep(100 * time.Millisecond)
-				seedRW(t, ms[1], "k", "other", true) // another writer on one master
-
-				relay.Delay.Store(int64(400 * time.Millisecond))
-				if _, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
-					t.Fatalf("first attempt: %v, want not acquired", err)
-				}
-				time.Sleep(50 * time.Millisecond) // its rollback is now held in the relay
-				relay.Delay.Store(0)
-				lock, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false)
-				time.Sleep(600 * time.Millisecond) // the delayed acquire and rollback land
-				held := rwHolders([]*redistest.Server{ms[0], ms[2]}, "k", "tok", -1)
-				checkRetryAfterDelayedRollback(t, guard, lock != nil, err, held, c.Quorum())
-			})
+	delayedRollbackCases(t, "guard", "no_guard_shows_the_hazard", func(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, guard bool) {
+		c.opts.noTaint = !guard
+		ctx := context.Background()
+		// Idle pooled connections to every master that know the scripts.
+		for i := 0; i < 4; i++ {
+			go c.HeldRW(ctx, "warm", "x")
 		}
-	}
+		time.Sleep(100 * time.Millisecond)
+		c.AcquireRW(ctx, "warm", "x", time.Second, false)
+		c.ReleaseRW(ctx, "warm", "x")
+		time.Sleep(100 * time.Millisecond)
+		seedRW(t, ms[1], "k", "other", true) // another writer on one master
+
+		relay.Delay.Store(int64(400 * time.Millisecond))
+		if _, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("first attempt: %v, want not acquired", err)
+		}
+		time.Sleep(50 * time.Millisecond) // its rollback is now held in the relay
+		relay.Delay.Store(0)
+		lock, err := c.AcquireRW(ctx, "k", "tok", 5*time.Second, false)
+		time.Sleep(600 * time.Millisecond) // the delayed acquire and rollback land
+		held := rwHolders([]*redistest.Server{ms[0], ms[2]}, "k", "tok", -1)
+		checkRetryAfterDelayedRollback(t, guard, lock != nil, err, held, c.Quorum())
+	})
 }
 
 // A reader whose promotion to writer is refused by the quorum stays a

@@ -15,19 +15,30 @@ import (
 // the guard the second attempt is granted by a quorum that no longer holds
 // the lock a moment later; with it, that master's vote does not count.
 func TestSameTokenRetryAfterDelayedRollback(t *testing.T) {
+	delayedRollbackCases(t, "guard", "no_guard_shows_the_hazard", sameTokenRetryAfterDelayedRollback)
+}
+
+// delayedRollbackCases runs f for each case of a delayed-rollback hazard
+// test: one and two pipelines per master, with the guard on (the subtest
+// named on) and off (named off), each on three new masters, the third
+// behind delayedRollbackClient's relay.
+func delayedRollbackCases(t *testing.T, on, off string, f func(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, guard bool)) {
 	for _, pipelines := range []int{1, 2} {
 		for _, guard := range []bool{true, false} {
-			name := map[bool]string{true: "guard", false: "no_guard_shows_the_hazard"}[guard]
+			name := off
+			if guard {
+				name = on
+			}
 			t.Run(fmt.Sprintf("%s/%d_pipelines", name, pipelines), func(t *testing.T) {
-				sameTokenRetryAfterDelayedRollback(t, pipelines, guard)
+				ms := redistest.StartN(t, 3)
+				c, relay := delayedRollbackClient(t, ms, pipelines)
+				f(t, ms, c, relay, guard)
 			})
 		}
 	}
 }
 
-func sameTokenRetryAfterDelayedRollback(t *testing.T, pipelines int, guard bool) {
-	ms := redistest.StartN(t, 3)
-	c, relay := delayedRollbackClient(t, ms, pipelines)
+func sameTokenRetryAfterDelayedRollback(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, guard bool) {
 	c.opts.noTaint = !guard
 	ctx := context.Background()
 	// Connections to every master, opened before the relay holds
