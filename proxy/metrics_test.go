@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
@@ -125,15 +126,13 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 // metricOf reads the value of one series from a /metrics body.
 func metricOf(t *testing.T, body, series string) float64 {
 	t.Helper()
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
+	v, ok := redistest.MetricValue(body, series)
+	if !ok {
+		t.Fatalf("/metrics lacks %s", series)
 	}
-	t.Fatalf("/metrics lacks %s", series)
-	return 0
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("%s %s: %v", series, v, err)
+	}
+	return f
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,11 +63,9 @@ func metricValue(t *testing.T, addr, name string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			return v
-		}
+	v, ok := redistest.MetricValue(string(b), name)
+	if !ok {
+		t.Fatalf("/metrics has no %s", name)
 	}
-	t.Fatalf("/metrics has no %s", name)
-	return ""
+	return v
 }
