@@ -186,10 +186,11 @@ var (
 	masterLatency   = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
 	masterPipelines = prometheus.NewDesc("redlock_proxy_master_pipelines_total", "Pipelines (one write, replies read back in order) sent to the master for quorum operations.", []string{"master"}, nil)
 	masterCommands  = prometheus.NewDesc("redlock_proxy_master_commands_total", "Commands those pipelines carried; divided by redlock_proxy_master_pipelines_total, how many operations share one.", []string{"master"}, nil)
+	masterUndoFails = prometheus.NewDesc("redlock_proxy_master_rollback_failures_total", "Tries to undo a refused acquire's part on the master that failed (timeout, lost connection); each is tried again until it lands or the lock would have expired.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails} {
 		ch <- d
 	}
 }
@@ -204,6 +205,7 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterLatency, prometheus.GaugeValue, m.LastLatency.Seconds(), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterPipelines, prometheus.CounterValue, float64(m.Pipelines), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterCommands, prometheus.CounterValue, float64(m.Commands), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterUndoFails, prometheus.CounterValue, float64(m.RollbackFailures), m.Addr)
 	}
 }
 

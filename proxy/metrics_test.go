@@ -42,6 +42,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`redlock_proxy_passthrough_commands_total 1`,
 		`redlock_proxy_master_up{master="` + e.masters[0].Addr + `"} 1`,
 		`redlock_proxy_master_restart_guarded{master="` + e.masters[2].Addr + `"} 0`,
+		`redlock_proxy_master_rollback_failures_total{master="` + e.masters[1].Addr + `"} 0`,
 		`redlock_proxy_operation_duration_seconds_count{op="acquire"} 2`,
 		`redlock_proxy_voters 3`,
 	} {

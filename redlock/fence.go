@@ -189,7 +189,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	default:
 		err = ErrSplitVote
 	}
-	c.settleFence(got, err != nil, keys, token, attempt)
+	c.settleFence(got, err != nil, keys, token, attempt, ttl)
 	return res, err
 }
 
@@ -199,7 +199,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 // undos are done. The undo names the attempt, so it can neither delete a
 // lock a later attempt of the same token took, nor give back a hold it did
 // not add: no master's votes need withholding meanwhile.
-func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []string, token, attempt string) {
+func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []string, token, attempt string, ttl time.Duration) {
 	which := attempt
 	if c.opts.undoByToken {
 		which = ""
@@ -213,8 +213,14 @@ func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []strin
 			c.flights.end(keys[:1])
 		default:
 			undone.Add(1)
-			u := &call{script: fenceUndoScript, keys: keys, args: []any{token, which}, deadline: time.Now().Add(c.opts.nodeTimeout)}
-			u.done = func(*redis.Cmd) {
+			n, sent := r.node, time.Now()
+			mk := func() *call { return &call{script: fenceUndoScript, keys: keys, args: []any{token, which}} }
+			u := mk()
+			u.deadline = sent.Add(c.opts.nodeTimeout)
+			u.done = func(cmd *redis.Cmd) {
+				if err := cmd.Err(); err != nil {
+					c.retryUndo(n, keys[0], err, c.undoUntil(sent, ttl), mk)
+				}
 				c.flights.end(keys[:1])
 				undone.Done()
 			}

@@ -324,13 +324,22 @@ func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 	// remove a lock this same token wins meanwhile: the master's votes for
 	// the token don't count while it is in flight, nor, if it fails, until
 	// that cannot matter.
+	sent := time.Now()
 	if taint && !c.opts.noTaint {
 		n.taint(a.taint, c.taintFor(a.ttl))
 	}
-	u.deadline = time.Now().Add(c.opts.nodeTimeout)
+	u.deadline = sent.Add(c.opts.nodeTimeout)
 	u.done = func(cmd *redis.Cmd) {
-		if taint && cmd.Err() == nil {
+		switch err := cmd.Err(); {
+		case err == nil && taint:
 			n.untaint(a.taint)
+		case err != nil && taint:
+			// The votes for the token stay withheld until the taint ends:
+			// this try may still land, and so may the retries.
+			c.retryUndo(n, a.keys[0], err, c.undoUntil(sent, a.ttl), func() *call {
+				u, _ := a.undo(n, v, err)
+				return u
+			})
 		}
 		c.flights.end(a.keys)
 		if awaited {

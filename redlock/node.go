@@ -37,6 +37,8 @@ type node struct {
 	clock      clockSample  // the last TIME reading
 	clockJumps int          // clock jumps noticed
 	clockSkew  atomic.Int64 // tests only: added to the master's TIME, in ns
+
+	undoFailures atomic.Int64 // rollbacks that failed, retries included
 }
 
 func newNode(i int, addr string, o *options) *node {
@@ -218,6 +220,7 @@ func (n *node) status() MasterStatus {
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
 		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
 	}
+	st.RollbackFailures = n.undoFailures.Load()
 	if n.batch != nil {
 		st.Pipelines, st.Commands = n.batch.pipelines.Load(), n.batch.commands.Load()
 	}

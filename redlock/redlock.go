@@ -43,6 +43,7 @@ type options struct {
 	fenceSingle bool          // tests only: take a fenced grant's number from one master, unsafe
 	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
+	noUndoRetry bool          // tests only: leave what a failed rollback should have undone until it expires
 }
 
 // Option configures a Client.
@@ -228,6 +229,10 @@ type MasterStatus struct {
 	// commands they carried: Commands/Pipelines is how many concurrent
 	// operations' commands share one write and one read on it.
 	Pipelines, Commands int64
+	// RollbackFailures counts tries to undo a refused acquire's part on
+	// the master that failed (a timeout, a lost connection); each is tried
+	// again until it lands or the lock would have expired.
+	RollbackFailures int64
 }
 
 // Status reports the state of every master, in configuration order.

@@ -1,0 +1,98 @@
+package redlock
+
+import (
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxUndoWait caps the wait between two tries of a failed rollback.
+const maxUndoWait = time.Second
+
+// undoRetry sends a rollback again after it failed. An undo that timed out
+// or lost its connection may never have reached the master (a connection
+// that could not be re-dialled within the node timeout sends nothing), and
+// what it should have taken back then holds the key for nobody until it
+// expires: one master's part of a refused acquire costs the next acquirer
+// that master's vote, a quorum's part locks the key out for its whole TTL.
+//
+// Only undos that cannot remove anything a later acquire took are retried:
+// an acquire's, while the master's votes for its token are withheld (the
+// taint), and a fenced attempt's, which names the attempt.
+type undoRetry struct {
+	c     *Client
+	n     *node
+	key   string
+	mk    func() *call // a new call of the same undo
+	until time.Time    // no try starts after this
+	wait  time.Duration
+	tries int
+}
+
+// retryUndo starts retrying, after its first try failed with err, the undo
+// on n that mk makes; tries stop when one lands, when the master answers
+// with an error (another try would get the same), or when a try could not
+// start before until.
+func (c *Client) retryUndo(n *node, key string, err error, until time.Time, mk func() *call) {
+	r := &undoRetry{c: c, n: n, key: key, mk: mk, until: until, wait: c.opts.nodeTimeout}
+	r.failed(err)
+}
+
+func (r *undoRetry) failed(err error) {
+	var re redis.Error
+	if errors.Is(err, errClosed) || errors.As(err, &re) {
+		if re != nil {
+			r.n.logf("redlock: rollback of %q on master %s answered %v", r.key, r.n.addr, err)
+		}
+		return
+	}
+	r.n.undoFailures.Add(1)
+	if r.c.opts.noUndoRetry {
+		return
+	}
+	if r.tries == 0 {
+		r.n.logf("redlock: rollback of %q on master %s failed (%v); trying again until %s", r.key, r.n.addr, err, r.until.Format(time.RFC3339Nano))
+	}
+	if time.Now().Add(r.wait).After(r.until) {
+		r.n.logf("redlock: rollback of %q on master %s not done after %d tries (%v); the key expires on its own", r.key, r.n.addr, r.tries+1, err)
+		return
+	}
+	time.AfterFunc(r.wait, r.try)
+	r.wait = min(2*r.wait, maxUndoWait)
+}
+
+func (r *undoRetry) try() {
+	select {
+	case <-r.c.stop:
+		return
+	default:
+	}
+	r.tries++
+	if r.n.isDown() { // the prober will find it back; nothing is sent meanwhile
+		r.failed(errMasterDown)
+		return
+	}
+	u := r.mk()
+	u.deadline = time.Now().Add(r.c.opts.nodeTimeout)
+	u.done = func(cmd *redis.Cmd) {
+		if err := cmd.Err(); err != nil {
+			r.failed(err)
+			return
+		}
+		r.n.logf("redlock: rollback of %q on master %s done at try %d", r.key, r.n.addr, r.tries+1)
+	}
+	r.n.batch.sendAsync(u)
+}
+
+// undoUntil is when the tries of an undo first sent at sent stop: a try's
+// deadline falls before the lock expires, or with no TTL before the
+// master's votes for the token count again (the taint, from sent, lasts at
+// least the TTL).
+func (c *Client) undoUntil(sent time.Time, ttl time.Duration) time.Time {
+	d := ttl
+	if d <= 0 {
+		d = c.taintFor(ttl)
+	}
+	return sent.Add(d - c.opts.nodeTimeout)
+}

@@ -1,0 +1,132 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// A refused acquire's rollback that fails without reaching a master (its
+// connection cannot be opened within the node timeout, as with a master
+// stalled on its disk) is tried again until it lands. Without the retries
+// the master's part of the refused acquire holds the key, for nobody, until
+// it expires.
+func TestFailedRollbackIsRetried(t *testing.T) {
+	kinds := []struct {
+		name    string
+		acquire func(ctx context.Context, c *Client) (bool, error)
+	}{
+		{"set_nx", func(ctx context.Context, c *Client) (bool, error) {
+			l, err := c.Acquire(ctx, "k", "tok", 10*time.Second)
+			return l != nil, err
+		}},
+		{"fenced", func(ctx context.Context, c *Client) (bool, error) {
+			r, err := c.AcquireFenced(ctx, "k", "tok", 10*time.Second, false)
+			return r.Grant != nil, err
+		}},
+	}
+	for _, kind := range kinds {
+		for _, retry := range []bool{true, false} {
+			name := kind.name + "/retried"
+			if !retry {
+				name = kind.name + "/no_retry_shows_the_key_left_held"
+			}
+			t.Run(name, func(t *testing.T) {
+				failedRollback(t, kind.acquire, retry)
+			})
+		}
+	}
+}
+
+func failedRollback(t *testing.T, acquire func(context.Context, *Client) (bool, error), retry bool) {
+	ms := redistest.StartN(t, 3)
+	relay := redistest.NewRelay(t, ms[2].Addr)
+	var logMu sync.Mutex
+	var logs []string
+	c, err := New([]string{ms[0].Addr, ms[1].Addr, relay.Addr()},
+		WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithRestartGuard(0), WithMarkDown(0, 0),
+		WithLogf(func(format string, args ...any) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			logs = append(logs, format)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.opts.noUndoRetry = !retry
+	ctx := context.Background()
+	// Every master knows the scripts, so that the delayed vote below runs.
+	if _, err := c.AcquireFenced(ctx, "warm", "w", time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReleaseFenced(ctx, "warm", "w"); err != nil {
+		t.Fatal(err)
+	}
+	m1, m2 := ms[1].Client(), ms[2].Client()
+	defer m1.Close()
+	defer m2.Close()
+	m1.Set(ctx, "k", "other", 10*time.Second) // held elsewhere: tok is refused
+
+	// The third master's vote reaches it late (300 ms, the node timeout is
+	// 100); the rollback then needs a new connection, whose handshake is
+	// as late: it fails, sending nothing.
+	relay.Delay.Store(int64(300 * time.Millisecond))
+	granted, err := acquire(ctx, c)
+	if granted || !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("acquire: granted %v, %v; want refused", granted, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if v, _ := m2.Get(ctx, "k").Result(); v != "tok" {
+		t.Fatalf("the late vote should have landed on the third master, which holds %q: the test shows nothing", v)
+	}
+	relay.Delay.Store(0) // the master answers in time again
+
+	deadline := time.Now().Add(3 * time.Second)
+	var v string
+	for {
+		v, _ = m2.Get(ctx, "k").Result()
+		if v != "tok" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	failures := c.Status()[2].RollbackFailures
+	if failures == 0 {
+		t.Error("no failed rollback counted")
+	}
+	if !retry {
+		if v != "tok" {
+			t.Fatalf("without retries the third master should still hold tok, holds %q", v)
+		}
+		pttl, _ := m2.PTTL(ctx, "k").Result()
+		t.Logf("without retries the refused acquire's part stays on the third master for %v more", pttl.Round(time.Millisecond))
+		return
+	}
+	if v == "tok" {
+		t.Fatalf("the rollback was not retried: the third master still holds tok after 3 s (%d failures)", failures)
+	}
+	if v != "" {
+		t.Fatalf("third master holds %q", v)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !containsLog(logs, "failed (%v); trying again") || !containsLog(logs, "done at try") {
+		t.Errorf("the retries were not logged: %q", logs)
+	}
+	t.Logf("rollback landed after %d failed tries", failures)
+}
+
+func containsLog(logs []string, s string) bool {
+	for _, l := range logs {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
