@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -121,8 +123,14 @@ func (b *batcher) sendAsync(c *call) {
 
 // worker is one of a master's pipelines: it owns its connection.
 type worker struct {
-	b    *batcher
-	conn *mconn // nil until the first batch, and after an I/O error
+	b       *batcher
+	conn    *mconn          // nil until the first batch, and after an I/O error
+	dialing chan dialResult // a new connection being opened, or nil
+}
+
+type dialResult struct {
+	m   *mconn
+	err error
 }
 
 func (b *batcher) work() {
@@ -130,6 +138,13 @@ func (b *batcher) work() {
 	defer func() {
 		if w.conn != nil {
 			w.conn.close()
+		}
+		if w.dialing != nil {
+			go func(ch chan dialResult) {
+				if r := <-ch; r.m != nil {
+					r.m.close()
+				}
+			}(w.dialing)
 		}
 	}()
 	batch := make([]*call, 0, maxBatch)
@@ -205,3 +220,46 @@ func (b *batcher) close() {
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// connectTimeout bounds a new connection's dial and handshake. It is
+// longer than the node timeout, which bounds each operation: a master slow
+// to accept or to answer its first command (one that fsyncs every write,
+// after a burst of disk activity) keeps the connection once it is open,
+// though the operations that waited on it failed at their deadlines.
+func (o *options) connectTimeout() time.Duration {
+	return max(o.nodeTimeout, time.Second)
+}
+
+// connect returns a new connection to the worker's master, or an error
+// when none is open by deadline. The dial and handshake run on by their own
+// timeout past that deadline, and the next batch takes the connection.
+func (w *worker) connect(deadline time.Time) (*mconn, error) {
+	n := w.b.n
+	if n.opts.dialInline {
+		return n.dial(deadline)
+	}
+	if w.dialing == nil {
+		ch := make(chan dialResult, 1)
+		until := time.Now().Add(n.opts.connectTimeout())
+		go func() {
+			m, err := n.dial(until)
+			ch <- dialResult{m, err}
+		}()
+		w.dialing = ch
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case r := <-w.dialing:
+		w.dialing = nil
+		return r.m, r.err
+	case <-t.C:
+		return nil, errConnecting
+	case <-w.b.stop:
+		return nil, errClosed
+	}
+}
+
+// errConnecting answers the calls of a batch whose deadline passed while
+// the worker's connection was still being opened.
+var errConnecting = fmt.Errorf("redlock: connection still being opened: %w", os.ErrDeadlineExceeded)

@@ -154,7 +154,9 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 // after it does not spend its node timeout on a dial and a handshake. Here
 // a dial takes 70 ms and the first reply on a connection 40 ms more, each
 // within the node timeout of 100 ms, but not together: without Probe the
-// first acquire reaches no master in time.
+// first acquire reaches no master in time. The connection is opened on by
+// its own timeout, so that a later acquire finds it open; opened within the
+// operation's deadline instead (dial_inline), it never is.
 func TestProbeWarmsThePipelines(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	slowDial := WithRedisOptions(func(_ int, o *redis.Options) {
@@ -168,28 +170,51 @@ func TestProbeWarmsThePipelines(t *testing.T) {
 			return &slowFirstRead{Conn: nc}, nil
 		}
 	})
-	for _, probe := range []bool{true, false} {
-		t.Run(fmt.Sprintf("probe=%v", probe), func(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		probe, inline bool
+	}{{"probe", true, false}, {"no_probe", false, false}, {"no_probe/dial_inline", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
 				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), slowDial)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			c.opts.dialInline = tc.inline
 			ctx := context.Background()
-			if probe {
+			if tc.probe {
 				// (Its PING on the pools, whose calls also dial within the
 				// node timeout, may fail here: only the pipelines matter.)
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				c.Probe(pctx)
 				cancel()
 			}
-			_, err = c.Acquire(ctx, fmt.Sprintf("warm:%v", probe), "t", time.Minute)
-			if probe && err != nil {
-				t.Fatalf("first acquire after Probe: %v", err)
+			_, err = c.Acquire(ctx, "first:"+tc.name, "t", time.Minute)
+			if tc.probe {
+				if err != nil {
+					t.Fatalf("first acquire after Probe: %v", err)
+				}
+				return
 			}
-			if !probe && err == nil {
+			if err == nil {
 				t.Fatal("first acquire without Probe was granted: the test's dials are not slow enough to show anything")
+			}
+			// The dials go on; the connections they open are kept.
+			var granted int
+			for i := 0; i < 5; i++ {
+				time.Sleep(100 * time.Millisecond)
+				if _, err = c.Acquire(ctx, fmt.Sprintf("later%d:%s", i, tc.name), "t", time.Minute); err == nil {
+					granted++
+				}
+			}
+			switch {
+			case tc.inline && granted > 0:
+				t.Fatalf("with each dial inside an operation's deadline, %d later acquires were granted: the test shows nothing", granted)
+			case tc.inline:
+				t.Logf("dialling within each operation's deadline: none of 5 later acquires granted (%v)", err)
+			case granted < 4:
+				t.Fatalf("%d of 5 later acquires granted; the connections opened after the first should serve them (%v)", granted, err)
 			}
 		})
 	}

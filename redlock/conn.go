@@ -214,7 +214,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		w.conn = nil
 	}
 	if w.conn == nil {
-		m, err := w.b.n.dial(deadline)
+		m, err := w.connect(deadline)
 		if err != nil {
 			for _, c := range calls {
 				c.res.SetErr(err)

@@ -44,6 +44,7 @@ type options struct {
 	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
 	noUndoRetry bool          // tests only: leave what a failed rollback should have undone until it expires
+	dialInline  bool          // tests only: open a pipeline's connection within its batch's deadline, and drop it when late
 }
 
 // Option configures a Client.
