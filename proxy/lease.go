@@ -109,27 +109,55 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 	defer ls.remove(l)
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
+	expires := time.Now().Add(ttl) // at the latest, on every master that holds it
 	for {
 		select {
 		case <-l.cancel:
 			return
 		case <-l.stop:
-			ctx, cancel := s.opContext()
-			r, err := s.rl.ReleaseFencedAll(ctx, l.key, l.token)
-			cancel()
-			if r.Freed {
-				s.waits.wake(l.key)
-			}
-			if err != nil {
-				s.log.Warn().Str("key", l.key).Err(err).Msg("lease not released on client close; it expires by its TTL")
-			}
+			s.releaseLease(l, expires)
 			return
 		case <-t.C:
+			sent := time.Now()
 			_, ok, err := s.extendNative(l.key, l.token, ttl)
+			if ok {
+				expires = sent.Add(ttl)
+			}
 			if !ok && !errors.Is(err, redlock.ErrNoQuorum) {
 				s.log.Warn().Str("key", l.key).Err(err).Msg("lease lost: its token no longer holds the lock; renewals stop")
 				return
 			}
 		}
+	}
+}
+
+// releaseLease releases the lock of a lease whose client has gone. A
+// release that fails (too few masters answered in time) is tried again,
+// waiting twice as long each time (100 ms to 1 s), until it is done or the
+// lock has expired on its own; while the proxy shuts down, once.
+func (s *Server) releaseLease(l *lease, expires time.Time) {
+	wait := 100 * time.Millisecond
+	for tries := 1; ; tries++ {
+		ctx, cancel := s.opContext()
+		r, err := s.rl.ReleaseFencedAll(ctx, l.key, l.token)
+		cancel()
+		if r.Freed {
+			s.waits.wake(l.key)
+		}
+		switch {
+		case err == nil:
+			if tries > 1 {
+				s.log.Info().Str("key", l.key).Int("tries", tries).Msg("lease released on client close")
+			}
+			return
+		case s.closing.Load() || s.noLeaseRetry || time.Now().Add(wait).After(expires):
+			s.log.Warn().Str("key", l.key).Int("tries", tries).Err(err).Msg("lease not released on client close; it expires by its TTL")
+			return
+		}
+		if tries == 1 {
+			s.log.Warn().Str("key", l.key).Err(err).Msg("lease not released on client close; trying again until it expires")
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
 	}
 }

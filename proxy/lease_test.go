@@ -123,3 +123,61 @@ func TestLockCmdLeaseReleasedOnShutdown(t *testing.T) {
 		t.Fatalf("after shutdown the lease is still held: %q", vals)
 	}
 }
+
+// A lease's release on close that fails (two of three masters stalled past
+// the node timeout, its commands to them lost) is tried again once they
+// answer, and the key is free long before its TTL. Released once only, the
+// lock stays held on those two masters, a quorum, until it expires, with
+// nobody holding it.
+func TestLockCmdLeaseReleaseRetried(t *testing.T) {
+	for _, retry := range []bool{true, false} {
+		name := "retried"
+		if !retry {
+			name = "once_shows_the_key_left_locked"
+		}
+		t.Run(name, func(t *testing.T) {
+			var relays []*redistest.Relay
+			e := newEnv(t, 3, func(c *proxy.Config) {
+				c.Proxy.LeaseTTL = proxy.Duration{Duration: 9 * time.Second}
+				for i, m := range c.Redlock.Masters {
+					r := redistest.NewRelay(t, m)
+					relays = append(relays, r)
+					c.Redlock.Masters[i] = r.Addr()
+				}
+			})
+			proxy.SetLeaseRetry(e.srv, retry)
+			key := e.key("k")
+			a := e.client()
+			tok, _, _, ok := grantReader(t)(a.Do(context.Background(), "LOCK.ACQUIRE", key, "LEASE").Result())
+			if !ok {
+				t.Fatal("LEASE not granted")
+			}
+			for _, r := range relays[1:] {
+				r.Delay.Store(int64(time.Second)) // past the node timeout (200 ms)
+			}
+			a.Close()
+			closed := time.Now()
+			time.Sleep(400 * time.Millisecond) // the release failed
+			for _, r := range relays[1:] {
+				r.Reset() // what they held back is lost
+				r.Delay.Store(0)
+			}
+			on := e.onMasters(key)
+			if on[1] != tok || on[2] != tok {
+				t.Fatalf("after the failed release the stalled masters hold %q: the test shows nothing", on)
+			}
+			for time.Since(closed) < 3*time.Second && holder(t, e, key) != "" {
+				time.Sleep(50 * time.Millisecond)
+			}
+			h := holder(t, e, key)
+			switch {
+			case retry && h != "":
+				t.Fatalf("3 s after the close the lease's lock is still held by %q (TTL 9 s)", h)
+			case !retry && h != tok:
+				t.Fatalf("released once, the lock should stay held by the lease's token; holder %q", h)
+			case !retry:
+				t.Logf("released once: still held 3 s after the close, on %q", e.onMasters(key))
+			}
+		})
+	}
+}

@@ -56,6 +56,7 @@ type Server struct {
 	status       *statusPage
 	creds        *masterCreds // for the masters and the backend; a reload swaps them
 	auth         atomic.Pointer[clientAuth]
+	noLeaseRetry bool // tests only: a lease's release on close is tried once
 }
 
 // New validates cfg and returns a Server that has not started listening.
