@@ -330,13 +330,13 @@ func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 	}
 	u.deadline = sent.Add(c.opts.nodeTimeout)
 	u.done = func(cmd *redis.Cmd) {
-		switch err := cmd.Err(); {
-		case err == nil && taint:
+		switch uerr := cmd.Err(); {
+		case uerr == nil && taint:
 			n.untaint(a.taint)
-		case err != nil && taint:
+		case uerr != nil && taint:
 			// The votes for the token stay withheld until the taint ends:
 			// this try may still land, and so may the retries.
-			c.retryUndo(n, a.keys[0], err, c.undoUntil(sent, a.ttl), func() *call {
+			c.retryUndo(n, a.keys[0], uerr, c.undoUntil(sent, a.ttl), func() *call {
 				u, _ := a.undo(n, v, err)
 				return u
 			})
