@@ -165,16 +165,23 @@ func randToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// run starts the masters behind fault relays, two proxies and the clients,
-// plays the schedule for d, and returns what the checker saw.
-func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*recorder, []string) {
-	masters := redistest.StartN(t, 3)
-	relays := make([]*redistest.Relay, len(masters))
-	addrs := make([]string, len(masters))
+// mastersBehindRelays starts n masters, each behind a fault relay, and
+// returns them, their relays and the relays' addresses.
+func mastersBehindRelays(t *testing.T, n int) ([]*redistest.Server, []*redistest.Relay, []string) {
+	masters := redistest.StartN(t, n)
+	relays := make([]*redistest.Relay, n)
+	addrs := make([]string, n)
 	for i, m := range masters {
 		relays[i] = redistest.NewRelay(t, m.Addr)
 		addrs[i] = relays[i].Addr()
 	}
+	return masters, relays, addrs
+}
+
+// run starts the masters behind fault relays, two proxies and the clients,
+// plays the schedule for d, and returns what the checker saw.
+func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*recorder, []string) {
+	masters, relays, addrs := mastersBehindRelays(t, 3)
 	proxies := []*redistest.Proxy{startProxy(t, addrs, guard), startProxy(t, addrs, guard)}
 	keys := []string{"fault:a", "fault:b", "fault:c", "fault:d", "fault:e", "fault:f"}
 	rec := &recorder{epoch: time.Now(), answered: map[int64]bool{}, failed: map[int64]bool{}}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
 // Every master stalls past the node timeout (as masters that fsync every
@@ -16,13 +14,7 @@ import (
 // before its TTL; without them it would stay locked for the whole TTL by
 // a client that was told it does not hold it.
 func TestStalledMastersLeaveNoLockBehind(t *testing.T) {
-	ms := redistest.StartN(t, 3)
-	relays := make([]*redistest.Relay, len(ms))
-	addrs := make([]string, len(ms))
-	for i, m := range ms {
-		relays[i] = redistest.NewRelay(t, m.Addr)
-		addrs[i] = relays[i].Addr()
-	}
+	ms, relays, addrs := mastersBehindRelays(t, 3)
 	p := startProxy(t, addrs, false)
 	c := p.Client()
 	defer c.Close()
