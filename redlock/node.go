@@ -38,7 +38,8 @@ type node struct {
 	clockJumps int          // clock jumps noticed
 	clockSkew  atomic.Int64 // tests only: added to the master's TIME, in ns
 
-	undoFailures atomic.Int64 // rollbacks that failed, retries included
+	undoFailures atomic.Int64        // rollbacks that failed, retries included
+	undoLogs     [undoKinds]logLimit // under mu
 }
 
 func newNode(i int, addr string, o *options) *node {

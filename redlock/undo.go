@@ -43,19 +43,21 @@ func (r *undoRetry) failed(err error) {
 	var re redis.Error
 	if errors.Is(err, errClosed) || errors.As(err, &re) {
 		if re != nil {
-			r.n.logf("redlock: rollback of %q on master %s answered %v", r.key, r.n.addr, err)
+			r.n.undoLog(undoAnswered, "redlock: rollback of %q on master %s answered %v", r.key, r.n.addr, err)
 		}
 		return
 	}
-	r.n.undoFailures.Add(1)
+	if err != errMasterDown { // a skipped try sent nothing
+		r.n.undoFailures.Add(1)
+	}
 	if r.c.opts.noUndoRetry {
 		return
 	}
 	if r.tries == 0 {
-		r.n.logf("redlock: rollback of %q on master %s failed (%v); trying again until %s", r.key, r.n.addr, err, r.until.Format(time.RFC3339Nano))
+		r.n.undoLog(undoFailing, "redlock: rollback of %q on master %s failed (%v); trying again until %s", r.key, r.n.addr, err, r.until.Format(time.RFC3339Nano))
 	}
 	if time.Now().Add(r.wait).After(r.until) {
-		r.n.logf("redlock: rollback of %q on master %s not done after %d tries (%v); the key expires on its own", r.key, r.n.addr, r.tries+1, err)
+		r.n.undoLog(undoAbandoned, "redlock: rollback of %q on master %s not done after %d tries (%v); the key expires on its own", r.key, r.n.addr, r.tries+1, err)
 		return
 	}
 	time.AfterFunc(r.wait, r.try)
@@ -80,7 +82,7 @@ func (r *undoRetry) try() {
 			r.failed(err)
 			return
 		}
-		r.n.logf("redlock: rollback of %q on master %s done at try %d", r.key, r.n.addr, r.tries+1)
+		r.n.undoLog(undoDone, "redlock: rollback of %q on master %s done at try %d", r.key, r.n.addr, r.tries+1)
 	}
 	r.n.batch.sendAsync(u)
 }
@@ -95,4 +97,42 @@ func (c *Client) undoUntil(sent time.Time, ttl time.Duration) time.Time {
 		d = c.taintFor(ttl)
 	}
 	return sent.Add(d - c.opts.nodeTimeout)
+}
+
+// The kinds of rollback log lines, each limited on its own.
+const (
+	undoFailing = iota
+	undoDone
+	undoAbandoned
+	undoAnswered
+	undoKinds
+)
+
+// undoLog logs one line of a kind about this master's rollbacks, at most
+// one a second: when a master stalls under load, every refused acquire
+// has a rollback there. The next line that gets through says how many
+// were left out.
+func (n *node) undoLog(kind int, format string, args ...any) {
+	now := time.Now()
+	n.mu.Lock()
+	l := &n.undoLogs[kind]
+	if now.Sub(l.last) < time.Second {
+		l.dropped++
+		n.mu.Unlock()
+		return
+	}
+	dropped := l.dropped
+	l.last, l.dropped = now, 0
+	n.mu.Unlock()
+	if dropped > 0 {
+		format += " (and %d more like it since the last such line)"
+		args = append(args, dropped)
+	}
+	n.logf(format, args...)
+}
+
+// logLimit is what undoLog keeps of one kind of line.
+type logLimit struct {
+	last    time.Time
+	dropped int
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -147,4 +148,25 @@ func containsLog(logs []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Rollback log lines about one master are limited to one a second of each
+// kind; the next one says how many were left out.
+func TestRollbackLogLinesLimited(t *testing.T) {
+	var lines []string
+	o := &options{logf: func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }}
+	n := &node{addr: "m", opts: o}
+	for i := 0; i < 100; i++ {
+		n.undoLog(undoFailing, "rollback %d failing", i)
+		n.undoLog(undoDone, "rollback %d done", i)
+	}
+	if len(lines) != 2 || lines[0] != "rollback 0 failing" || lines[1] != "rollback 0 done" {
+		t.Fatalf("100 of each kind within a second logged %q, want the first of each", lines)
+	}
+	n.undoLogs[undoFailing].last = time.Now().Add(-time.Second)
+	n.undoLog(undoFailing, "rollback %d failing", 100)
+	n.undoLog(undoDone, "rollback %d done", 100)
+	if len(lines) != 3 || lines[2] != "rollback 100 failing (and 99 more like it since the last such line)" {
+		t.Fatalf("a second later: %q", lines[2:])
+	}
 }
