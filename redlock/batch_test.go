@@ -159,17 +159,7 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 // operation's deadline instead (dial_inline), it never is.
 func TestProbeWarmsThePipelines(t *testing.T) {
 	ms := redistest.StartN(t, 3)
-	slowDial := WithRedisOptions(func(_ int, o *redis.Options) {
-		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			time.Sleep(70 * time.Millisecond)
-			var d net.Dialer
-			nc, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &slowFirstRead{Conn: nc}, nil
-		}
-	})
+	slowDial := slowDialer()
 	for _, tc := range []struct {
 		name          string
 		probe, inline bool
@@ -184,11 +174,12 @@ func TestProbeWarmsThePipelines(t *testing.T) {
 			c.opts.dialInline = tc.inline
 			ctx := context.Background()
 			if tc.probe {
-				// (Its PING on the pools, whose calls also dial within the
-				// node timeout, may fail here: only the pipelines matter.)
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				c.Probe(pctx)
+				n := c.Probe(pctx)
 				cancel()
+				if n != 3 {
+					t.Fatalf("Probe reached %d masters", n)
+				}
 			}
 			_, err = c.Acquire(ctx, "first:"+tc.name, "t", time.Minute)
 			if tc.probe {
@@ -220,6 +211,71 @@ func TestProbeWarmsThePipelines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A master that went down and takes longer to connect to than the node
+// timeout (a 70 ms dial and a first reply 40 ms late, against 100 ms) is
+// found back by the probes, which connect by the connect timeout. Probing
+// within the node timeout (dial_inline), it stays marked down.
+func TestSlowToConnectMasterComesBack(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dial_inline=%v", inline), func(t *testing.T) {
+			ms := redistest.StartN(t, 3)
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
+				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(1, 50*time.Millisecond), slowDialer())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.opts.dialInline = inline
+			ctx := context.Background()
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if n := c.Probe(pctx); n != 3 {
+				t.Fatalf("Probe reached %d masters", n)
+			}
+			ms[2].Kill()
+			for i := 0; !c.Status()[2].Down; i++ {
+				if i == 50 {
+					t.Fatalf("the killed master is not marked down: %+v", c.Status()[2])
+				}
+				_, _ = c.Acquire(ctx, fmt.Sprintf("k%d", i), "t", time.Minute)
+				time.Sleep(20 * time.Millisecond)
+			}
+			ms[2].Restart()
+			start := time.Now()
+			for c.Status()[2].Down && time.Since(start) < 3*time.Second {
+				time.Sleep(20 * time.Millisecond)
+			}
+			down := c.Status()[2].Down
+			switch {
+			case inline && !down:
+				t.Fatal("probing within the node timeout found the slow master back: the test shows nothing")
+			case inline:
+				t.Logf("probing within the node timeout: still down 3 s after the restart (%s)", c.Status()[2].LastError)
+			case down:
+				t.Fatalf("the restarted master is still marked down 3 s later (%s)", c.Status()[2].LastError)
+			default:
+				t.Logf("back %v after the restart", time.Since(start).Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// slowDialer makes every connection to a master take 70 ms to dial and
+// its first reply 40 ms more.
+func slowDialer() Option {
+	return WithRedisOptions(func(_ int, o *redis.Options) {
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			time.Sleep(70 * time.Millisecond)
+			var d net.Dialer
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &slowFirstRead{Conn: nc}, nil
+		}
+	})
 }
 
 // slowFirstRead delays the first read on a connection by 40 ms.

@@ -40,6 +40,7 @@ type node struct {
 
 	undoFailures atomic.Int64        // rollbacks that failed, retries included
 	undoLogs     [undoKinds]logLimit // under mu
+	probing      atomic.Bool         // a probe is running
 }
 
 func newNode(i int, addr string, o *options) *node {
@@ -51,7 +52,7 @@ func newNode(i int, addr string, o *options) *node {
 	ro.Addr = addr
 	ro.MaxRetries = -1 // a retried SET NX would turn our own vote into a "no"
 	ro.ContextTimeoutEnabled = true
-	ro.DialTimeout = o.nodeTimeout
+	ro.DialTimeout = o.connectTimeout() // only probes dial here; see probe
 	ro.ReadTimeout = o.nodeTimeout
 	ro.WriteTimeout = o.nodeTimeout
 	ro.PoolSize = o.poolSize
@@ -194,12 +195,21 @@ func (n *node) isDown() bool {
 }
 
 // probe pings a master that is down and marks it up when it answers. A new
-// connection runs onConnect, so a restart is noticed before it votes.
+// connection runs onConnect, so a restart is noticed before it votes. The
+// dial, the handshake and the PING get the connect timeout, as a pipeline's
+// connection does: a master slower to connect to than the node timeout
+// (TLS over a long round trip) would otherwise never be found back. One
+// probe of a master runs at a time.
 func (n *node) probe(ctx context.Context) {
-	if !n.isDown() {
+	if !n.isDown() || !n.probing.CompareAndSwap(false, true) {
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, n.opts.nodeTimeout)
+	defer n.probing.Store(false)
+	d := n.opts.connectTimeout()
+	if n.opts.dialInline {
+		d = n.opts.nodeTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if err := n.rdb.Ping(pctx).Err(); err != nil {
 		return

@@ -17,12 +17,12 @@ type reply[T any] struct {
 }
 
 // fanout runs call on every master in parallel, each in a goroutine of its
-// own under the node timeout, and delivers the replies on a channel buffered
-// to N, so that no goroutine blocks once the caller has stopped reading. A
-// call is not cancelled when ctx is. Lock operations use fanoutCmd, which
-// queues on the pipelines instead; fanout serves Probe, whose PING goes
-// through the go-redis pool.
-func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context, n *node) (T, error)) <-chan reply[T] {
+// own until deadline, and delivers the replies on a channel buffered to N,
+// so that no goroutine blocks once the caller has stopped reading. A call is
+// not cancelled when ctx is. Lock operations use fanoutCmd, which queues on
+// the pipelines instead; fanout serves Probe, whose PING goes through the
+// go-redis pool.
+func fanout[T any](ctx context.Context, c *Client, deadline time.Time, call func(ctx context.Context, n *node) (T, error)) <-chan reply[T] {
 	ch := make(chan reply[T], len(c.nodes))
 	base := context.WithoutCancel(ctx)
 	for _, n := range c.nodes {
@@ -31,7 +31,7 @@ func fanout[T any](ctx context.Context, c *Client, call func(ctx context.Context
 			continue
 		}
 		go func(n *node) {
-			nctx, cancel := context.WithTimeout(base, c.opts.nodeTimeout)
+			nctx, cancel := context.WithDeadline(base, deadline)
 			defer cancel()
 			start := time.Now()
 			v, err := call(nctx, n)

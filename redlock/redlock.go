@@ -44,7 +44,7 @@ type options struct {
 	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
 	noUndoRetry bool          // tests only: leave what a failed rollback should have undone until it expires
-	dialInline  bool          // tests only: open a pipeline's connection within its batch's deadline, and drop it when late
+	dialInline  bool          // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
 }
 
 // Option configures a Client.
@@ -158,7 +158,7 @@ func (c *Client) prober() {
 			return
 		case <-probe:
 			for _, n := range c.nodes {
-				n.probe(ctx)
+				go n.probe(ctx)
 			}
 		case <-clock:
 			for _, n := range c.nodes {
@@ -251,8 +251,8 @@ func (c *Client) Status() []MasterStatus {
 // It also sends a PING down each master's pipeline (to one of them, with
 // WithPipelines above 1), so that its connection is dialled and its
 // handshake done before the first lock operation: that operation would
-// otherwise spend its node timeout on them too. The PING may take until
-// ctx's deadline (the node timeout without one).
+// otherwise fail at its node timeout while they run. Both PINGs may take
+// until ctx's deadline (the node timeout without one).
 func (c *Client) Probe(ctx context.Context) int {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -267,7 +267,7 @@ func (c *Client) Probe(ctx context.Context) int {
 		sent++
 		n.batch.send(ctx, &call{args: []any{"ping"}, deadline: deadline, done: func(*redis.Cmd) { warmed <- struct{}{} }})
 	}
-	res := fanout(ctx, c, func(ctx context.Context, n *node) (struct{}, error) {
+	res := fanout(ctx, c, deadline, func(ctx context.Context, n *node) (struct{}, error) {
 		return struct{}{}, n.rdb.Ping(ctx).Err()
 	})
 	up := 0
