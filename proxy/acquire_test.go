@@ -123,6 +123,9 @@ func TestTwoMastersKilled(t *testing.T) {
 		return n == 0
 	})
 	pong, err := e.do("PING")
+	if err != nil {
+		t.Fatal(err)
+	}
 	mustEqual(t, "proxy still answers", pong, any("PONG"))
 }
 
@@ -175,6 +178,9 @@ func TestSetNXGet(t *testing.T) {
 	mustEqual(t, "NX GET on an absent key answers nil", err, error(redis.Nil))
 	eventually(t, "NX GET sets it", func() bool { return count(e.onMasters(key), "first") == 3 })
 	v, err := e.do("SET", key, "second", "NX", "GET", "PX", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mustEqual(t, "NX GET on a held key answers the old value", v, any("first"))
 	mustEqual(t, "and leaves it", count(e.onMasters(key), "first"), 3)
 }

@@ -82,10 +82,10 @@ func segments(data []byte, lim inputLimits) ([][]byte, error) {
 }
 
 // framed parses data with redcon through a clientConn, chunk bytes per read.
-func framed(data []byte, lim inputLimits, chunk int) ([][]string, error, *fakeConn) {
+func framed(data []byte, lim inputLimits, chunk int) ([][]string, *fakeConn, error) {
 	fc := &fakeConn{r: bytes.NewReader(data), chunk: chunk}
 	cmds, err := readAll(redcon.NewReader(newClientConn(fc, lim, 0)))
-	return cmds, err, fc
+	return cmds, fc, err
 }
 
 // checkAgainstRedcon asserts that each command the framer delimits is one
@@ -111,7 +111,7 @@ func checkAgainstRedcon(t *testing.T, data []byte, lim inputLimits, chunk int) {
 		}
 		want = append(want, cmds[0])
 	}
-	got, err, _ := framed(data, lim, chunk)
+	got, _, err := framed(data, lim, chunk)
 	protoErr := err != nil && strings.Contains(err.Error(), "Protocol error")
 	if len(got) > len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want[:len(got)])) || (!protoErr && len(got) != len(want)) {
 		t.Fatalf("input %q (chunk %d): through the framer %q (%v), command by command %q", data, chunk, got, err, want)
@@ -175,7 +175,7 @@ func TestFramerErrors(t *testing.T) {
 		{"*3\r\n$1000\r\n" + strings.Repeat("x", 1000) + "\r\n$1000\r\n" + strings.Repeat("x", 1000) + "\r\n$1000\r\n" +
 			strings.Repeat("x", 1000) + "\r\n", "-ERR Protocol error: query buffer limit reached (proxy.max_query_buffer)\r\n"},
 	} {
-		_, err, fc := framed([]byte(tc.in), inputLimits{maxBulk: 1 << 10, maxQuery: 2500, maxArgs: 64, maxInline: 512}, 0)
+		_, fc, err := framed([]byte(tc.in), inputLimits{maxBulk: 1 << 10, maxQuery: 2500, maxArgs: 64, maxInline: 512}, 0)
 		var pe *protoError
 		if !errors.As(err, &pe) {
 			t.Fatalf("%q: error %v, want a protocol error", tc.in, err)
@@ -222,7 +222,7 @@ func TestDeclaredBulkIsNotPreallocated(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err, _ := framed(data, lim, 4096)
+	_, _, err := framed(data, lim, 4096)
 	runtime.ReadMemStats(&after)
 	if err != io.EOF {
 		t.Fatalf("err %v, want EOF (the command is unfinished)", err)

@@ -69,7 +69,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		_, _ = e.do("SET", e.key("x"), "t", "NX", "PX", 1000)
 	}
-	code, body = httpGet(t, base+"/readyz")
+	code, _ = httpGet(t, base+"/readyz")
 	mustEqual(t, "/readyz with two of three masters down", code, 503)
 	code, _ = httpGet(t, base+"/healthz")
 	mustEqual(t, "/healthz still alive", code, 200)

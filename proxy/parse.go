@@ -90,7 +90,7 @@ func parseMultibulk(b []byte, slab [][]byte, slabLen int) ([][]byte, [][]byte, i
 		slab = make([][]byte, 0, slabLen)
 		fallthrough
 	default:
-		args = slab[len(slab):len(slab)]
+		args = slab[len(slab):]
 	}
 	for j := 0; j < count; j++ {
 		if i >= len(b) {

@@ -66,7 +66,7 @@ func checkParserAgainstRedcon(t *testing.T, data []byte, chunk int) {
 	if rm, ok := gerr.(*rawMismatch); ok {
 		t.Fatalf("input %q (chunk %d): %v", data, chunk, rm)
 	}
-	want, werr, _ := framed(data, testLimits, chunk)
+	want, _, werr := framed(data, testLimits, chunk)
 	gProto := gerr != nil && strings.Contains(gerr.Error(), "Protocol error")
 	wProto := werr != nil && strings.Contains(werr.Error(), "Protocol error")
 	if gProto != wProto {

@@ -32,6 +32,9 @@ func TestUnlockSpellingsRunOnQuorum(t *testing.T) {
 			t.Fatalf("acquire: %v", v)
 		}
 		n, err := e.do("EVAL", script, 1, key, "wrong")
+		if err != nil {
+			t.Fatal(err)
+		}
 		mustEqual(t, "unlock with a wrong token", n, any(int64(0)))
 		eventually(t, "lock intact", func() bool { return count(e.onMasters(key), "tok") == 3 })
 		n, err = e.do("EVAL", script, 1, key, "tok")
