@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ type Config struct {
 	Log     LogConfig      `toml:"log"`
 	Scripts []ScriptConfig `toml:"scripts"`
 	Metrics MetricsConfig  `toml:"metrics"`
+	// GuardsOff switches safety mechanisms off, by name (Guards lists
+	// them). Only tests that show what each guard prevents set it; a proxy
+	// with a guard off can grant a lock to two holders at once.
+	GuardsOff []string `toml:"-"`
 }
 
 // MetricsConfig is the HTTP side: Prometheus metrics and health checks.
@@ -284,6 +289,11 @@ func (c *Config) Validate() error {
 	case "json", "console", "auto":
 	default:
 		return fmt.Errorf("log.format: %q is not one of json, console, auto", c.Log.Format)
+	}
+	for _, g := range c.GuardsOff {
+		if !slices.Contains(Guards(), g) {
+			return fmt.Errorf("guard %q is not one of %s", g, strings.Join(Guards(), ", "))
+		}
 	}
 	return nil
 }

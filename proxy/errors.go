@@ -16,8 +16,12 @@ func errorReply(err error) string {
 	var qe *redlock.QuorumError
 	var re redis.Error
 	switch {
-	case errors.As(err, &qe):
+	case errors.As(err, &qe) && qe.Reachable < qe.Needed:
 		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
+	case errors.As(err, &qe):
+		// Enough masters answered, yet their answers do not settle it:
+		// the others may hold what would.
+		return fmt.Sprintf("NOQUORUM the outcome is not known: the %d masters that could vote do not settle it (%d needed), and the others did not answer or are under the restart guard; try again", qe.Reachable, qe.Needed)
 	case errors.As(err, &re):
 		return re.Error()
 	}

@@ -28,6 +28,9 @@ func leases(t *testing.T, c *redis.Client) string {
 func holder(t *testing.T, e *env, key string) string {
 	t.Helper()
 	v, err := e.do("LOCK.INFO", key)
+	if err != nil && strings.HasPrefix(err.Error(), "NOQUORUM") {
+		return "<" + err.Error() + ">" // not known yet: a master does not answer
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -304,7 +304,9 @@ func answerKey(r redlock.Result) (string, bool) {
 // broadcastMajority sends a write to every master and answers what a quorum
 // of them answered. Writes of lock keys wait for every master (each within
 // the node timeout), so that a read that follows sees the write everywhere
-// it landed, as on a single Redis.
+// it landed, as on a single Redis. Only answers that may count as votes
+// (redlock.Result.Counts) are counted; with too few of them the answer is
+// NOQUORUM.
 func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 	ctx, cancel := s.opContext()
 	defer cancel()
@@ -315,7 +317,7 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 	answered := 0
 	for _, r := range got {
 		k, ok := answerKey(r)
-		if !ok {
+		if !ok || !r.Counts {
 			continue
 		}
 		answered++
@@ -355,39 +357,41 @@ func writeResult(c redcon.Conn, r redlock.Result) {
 }
 
 // broadcastCount sends a command answering 0 or 1 to every master and
-// reports whether a quorum answered 1.
+// reports whether a quorum answered 1. It answers false only when a quorum
+// of 1s is out of reach even if every master that did not answer, or whose
+// answer does not count (redlock.Result.Counts), had answered 1; otherwise
+// the error is a master's own error reply, or NOQUORUM.
 func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q := s.rl.Quorum()
+	q, n := s.rl.Quorum(), s.rl.Masters()
 	s.rl.WaitWrites(ctx, string(args[1]))
-	ones, answered := 0, 0
+	ones, zeros := 0, 0
 	var errReply error
 	s.rl.Broadcast(ctx, func(got []redlock.Result) bool {
 		r := got[len(got)-1]
 		var re redis.Error
 		switch {
-		case r.Err == nil:
-			answered++
+		case r.Err == nil && r.Counts:
 			if v, _ := r.Val.(int64); v == 1 {
 				ones++
+			} else {
+				zeros++
 			}
 		case errors.As(r.Err, &re):
-			answered++
 			errReply = r.Err
 		}
 		return false // wait for every master, as broadcastMajority does
 	}, toAny(args)...)
-	if ones >= q {
+	switch {
+	case ones >= q:
 		return true, nil
-	}
-	if errReply != nil {
+	case errReply != nil:
 		return false, errReply
+	case n-zeros < q: // even with every other master answering 1
+		return false, nil
 	}
-	if answered < q {
-		return false, &redlock.QuorumError{Reachable: answered, Needed: q}
-	}
-	return false, nil
+	return false, &redlock.QuorumError{Reachable: ones + zeros, Needed: q}
 }
 
 // countConn captures an integer reply of a forwarded command.

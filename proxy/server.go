@@ -82,6 +82,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 			}
 		}),
 		redlock.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
+		guardsOff(cfg.GuardsOff),
 	)
 	if err != nil {
 		return nil, err

@@ -126,9 +126,12 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	args := []any{token, ttl.Milliseconds(), re, attempt}
 	ch := fanoutScript(c, fenceAcquireScript, keys, args, parseFenceVote, nil)
 	// Every master's counter counts towards the number: wait for all.
-	got := collect(ch, len(c.nodes), func([]reply[fenceVote]) bool { return false })
-	t := tally{n: len(c.nodes), quorum: c.quorum, answered: len(got)}
-	var errs []error
+	t, got := countVotes(c, ch, "", nil, func(v fenceVote) vote {
+		if v.state > 0 {
+			return voteYes
+		}
+		return voteNo
+	})
 	holders := map[string]int{}
 	var res FenceResult
 	var maxCounter, maxFence, holds int64
@@ -136,13 +139,9 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	for _, r := range got {
 		switch {
 		case r.err == errMasterDown:
-			t.failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
 			c.flights.end(keys[:1]) // sent nothing: no write pending
 			continue
 		case r.err != nil:
-			t.failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
 			continue
 		}
 		maxCounter = max(maxCounter, r.val.counter)
@@ -154,10 +153,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 			if p := max(r.val.pttl, time.Millisecond); r.val.pttl >= 0 && (res.RetryIn == 0 || p < res.RetryIn) {
 				res.RetryIn = p
 			}
-		case !r.trusted:
-			t.untrusted++
-		default:
-			t.yes++
+		case r.trusted:
 			holds = max(holds, r.val.holds)
 			if r.val.state == 2 && r.val.fence > 0 {
 				reentered++
@@ -167,7 +163,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	}
 	var err error
 	switch {
-	case t.yes >= t.quorum:
+	case t.won():
 		f := maxCounter
 		if reentered == t.yes {
 			// Every vote is a reentry of a fenced grant: it keeps its
@@ -185,7 +181,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 	case heldByCount(holders, c.quorum):
 		err = ErrHeld
 	case t.reachable() < t.quorum:
-		err = t.quorumError(errs)
+		err = t.err()
 	default:
 		err = ErrSplitVote
 	}
@@ -239,18 +235,18 @@ func (c *Client) commitFence(keys []string, token string, f int64, ttl time.Dura
 	}
 	args := []any{token, f}
 	ch := fanoutScript(c, fenceCommitScript, keys, args, parseInt, nil)
-	yes, failed, errs := c.trustedYes(ch)
+	t, _ := countVotes(c, ch, "", (*votes).decided, yesIfOne)
 	switch {
-	case yes >= c.quorum:
+	case t.won():
 		v := validity(ttl, time.Since(start), c.opts.drift)
 		if v <= 0 {
 			return nil, ErrValiditySpent
 		}
 		return &FenceGrant{Key: keys[0], Token: token, Fence: f, TTL: ttl, Validity: v}, nil
-	case len(c.nodes)-failed < c.quorum:
-		return nil, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
+	case t.lost():
+		return nil, ErrSplitVote // the lock was lost on the way: try again
 	}
-	return nil, ErrSplitVote // the lock was lost on the way: try again
+	return nil, t.err()
 }
 
 // singleCounter is the unsafe number that tests compare against: the
@@ -330,33 +326,22 @@ func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (F
 	c.WaitWrites(ctx, key)
 	keys, args := FenceKeys(key), []any{token, holds}
 	ch := fanoutScript(c, fenceReleaseScript, keys, args, parseInt, nil)
-	deleted, kept, answered := 0, 0, 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1:
-			deleted++
-		case x.val == 2:
-			kept++
+	t, got := countVotes(c, ch, "", (*votes).decided, func(v int64) vote {
+		if v == 1 || v == 2 { // deleted, or one hold given back
+			return voteYes
 		}
-		if x.err == nil {
-			answered++
-		}
-		return decided(deleted+kept, answered, len(c.nodes)-len(got), c.quorum)
+		return voteNo
 	})
-	r := FenceRelease{Released: deleted+kept >= c.quorum, Freed: deleted >= c.quorum}
-	if !r.Released && answered < c.quorum {
-		return r, &QuorumError{Reachable: answered, Needed: c.quorum, Nodes: errs}
+	r := FenceRelease{Released: t.won(), Freed: countedCodes(got)[1] >= c.quorum}
+	if !t.decided() {
+		return r, t.err()
 	}
 	return r, nil
 }
 
 // ExtendFenced sets the TTL of key to ttl where token holds it. ok reports
-// that a quorum of trusted masters did so with validity left; validity is
-// then the time left, less the drift allowance.
+// that a quorum of voting masters did so with validity left; validity is
+// then the time left, less the drift allowance. It decides as Extend does.
 func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.Duration) (validLeft time.Duration, ok bool, err error) {
 	if ttl <= 0 {
 		return 0, false, errors.New("redlock: a fenced lock needs a positive TTL")
@@ -365,41 +350,15 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 	start := time.Now()
 	keys, args := FenceKeys(key), []any{token, ttl.Milliseconds()}
 	ch := fanoutScript(c, fenceExtendScript, keys, args, parseInt, nil)
-	yes, failed := 0, 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		r := got[len(got)-1]
-		switch {
-		case r.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case r.val == 1 && r.trusted:
-			yes++
-		}
-		return decided(yes, len(got)-failed, len(c.nodes)-len(got), c.quorum)
-	})
-	if yes >= c.quorum {
+	t, _ := countVotes(c, ch, "", (*votes).decided, yesIfOne)
+	switch {
+	case t.won():
 		v := validity(ttl, time.Since(start), c.opts.drift)
 		return v, v > 0, nil
+	case t.lost():
+		return 0, false, nil
 	}
-	if len(c.nodes)-failed < c.quorum {
-		return 0, false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
-	}
-	return 0, false, nil
-}
-
-// decided reports whether a release or extend can stop waiting: yes votes
-// reached the quorum, or they cannot, and the masters that answered are
-// either enough to say "not held" or too few even with the pending ones
-// (then the answer is a quorum error, whatever order the replies came in).
-func decided(yes, answered, pending, quorum int) bool {
-	switch {
-	case yes >= quorum:
-		return true
-	case yes+pending >= quorum:
-		return false
-	}
-	return answered >= quorum || answered+pending < quorum
+	return 0, false, t.err()
 }
 
 // FenceMaster is what one master holds of a fenced lock.
@@ -422,7 +381,9 @@ type FenceInfo struct {
 	Masters  []FenceMaster // in configuration order
 }
 
-// InfoFenced reads a fenced lock from every master.
+// InfoFenced reads a fenced lock from every master. The token is that
+// held by a quorum, decided as Read decides; when that cannot be known,
+// the error is a *QuorumError and info still holds what each master said.
 func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) {
 	keys := FenceKeys(key)
 	ch := fanoutScript(c, fenceInfoScript, keys, nil, func(cmd *redis.Cmd) (FenceMaster, error) {
@@ -433,7 +394,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 		if len(vals) != 5 {
 			return FenceMaster{}, fmt.Errorf("unexpected info reply %v", vals)
 		}
-		m := FenceMaster{PTTL: time.Duration(toInt(vals[1])) * time.Millisecond, Counter: atoi(vals[2])}
+		m := FenceMaster{PTTL: pttlOf(vals[1]), Counter: atoi(vals[2])}
 		if s, ok := vals[0].(string); ok {
 			m.Token = &s
 		}
@@ -442,9 +403,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 	}, nil)
 	got := collect(ch, len(c.nodes), func([]reply[FenceMaster]) bool { return false })
 	info := FenceInfo{Validity: -2, Masters: make([]FenceMaster, len(c.nodes))}
-	failed := 0
-	var errs []error
-	holders := map[string][]time.Duration{}
+	copies := make([]heldCopy, 0, len(got))
 	for i, n := range c.nodes {
 		for _, r := range got {
 			if r.node != n {
@@ -454,30 +413,21 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 			m.Trusted, m.Err = r.trusted, r.err
 			if r.err != nil {
 				m.PTTL = -2
-				failed++
-				errs = append(errs, &NodeError{Addr: n.addr, Err: r.err})
-			} else if m.Token != nil {
-				holders[*m.Token] = append(holders[*m.Token], m.PTTL)
 			}
 			info.Masters[i] = m
+			copies = append(copies, heldCopy{node: n, err: r.err, trusted: r.trusted, value: m.Token, pttl: m.PTTL})
 		}
 	}
-	for tok, ttls := range holders {
-		if len(ttls) < c.quorum {
-			continue
-		}
-		tok := tok
-		info.Token, info.Validity = &tok, quorumTTL(ttls, c.quorum)
+	tok, validity, err := c.majority(key, copies)
+	if tok != nil {
+		info.Token, info.Validity = tok, validity
 		for _, m := range info.Masters {
-			if m.Token != nil && *m.Token == tok {
+			if m.Token != nil && *m.Token == *tok {
 				info.Fence, info.Holds = max(info.Fence, m.Fence), max(info.Holds, m.Holds)
 			}
 		}
 	}
-	if info.Token == nil && len(c.nodes)-failed < c.quorum {
-		return info, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
-	}
-	return info, nil
+	return info, err
 }
 
 // atoi reads an integer from a script reply that may be a string or nil.

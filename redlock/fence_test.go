@@ -300,25 +300,6 @@ func TestFenceWriteBack(t *testing.T) {
 	}
 }
 
-func TestFenceDecided(t *testing.T) {
-	cases := []struct {
-		yes, answered, pending int
-		want                   bool
-	}{
-		{2, 2, 1, true},  // a quorum
-		{1, 1, 2, false}, // a quorum is still possible
-		{0, 2, 1, true},  // two said no: not held
-		{0, 1, 1, false}, // one no, one failure: the last tells not-held from no quorum
-		{0, 1, 0, true},  // two failures: no quorum
-		{0, 0, 1, true},
-	}
-	for _, c := range cases {
-		if got := decided(c.yes, c.answered, c.pending, 2); got != c.want {
-			t.Errorf("decided(%d yes, %d answered, %d pending) = %v", c.yes, c.answered, c.pending, got)
-		}
-	}
-}
-
 // The same token tried twice: the first attempt's undo reaches one master
 // late, after the second attempt took it there. The undo names its attempt,
 // so it leaves the second attempt's lock alone. Undone by token instead (as

@@ -172,7 +172,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
-	vote, parse, undo := c.acquireSteps(keys, value, ttl)
+	send, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
 	run := newAcquireRun(c, keys, ttl, value, func(n *node, v setVote, err error) (*call, bool) {
 		if err == nil && !v.set {
@@ -181,45 +181,35 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		return undo(n), true
 	})
 	start := time.Now()
-	ch := fanoutCmd(c, vote, parse, run.onVote)
-	t := tally{n: len(c.nodes), quorum: c.quorum}
-	var errs []error
+	ch := fanoutCmd(c, send, parse, run.onVote)
 	prevs := map[string]int{}
-	collect(ch, len(c.nodes), func(got []reply[setVote]) bool {
-		r := got[len(got)-1]
-		t.answered++
-		switch {
-		case r.err != nil:
-			t.failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case !r.trusted || (!c.opts.noTaint && r.node.tainted(run.taint)):
-			t.untrusted++
-		case r.val.set:
-			t.yes++
+	t, _ := countVotes(c, ch, run.taint, decidedOrLost, func(v setVote) vote {
+		if v.prev != nil { // taken: prevs says by whom
+			prevs[*v.prev]++
 		}
-		if r.err == nil && r.val.prev != nil { // taken: prevs says by whom
-			prevs[*r.val.prev]++
+		if v.set {
+			return voteYes
 		}
-		return t.yes >= t.quorum || !t.canStillWin()
+		return voteNo
 	})
 	elapsed := time.Since(start)
 	var res AcquireResult
 	var err error
 	rollback := false
 	switch {
-	case t.yes >= t.quorum && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
+	case t.won() && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
 		l := &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Votes: t.yes}
 		if ttl > 0 {
 			l.Validity = validity(ttl, elapsed, c.opts.drift)
 		}
 		res.Lock = l
 		c.noteTTL(ttl)
-	case t.yes >= t.quorum:
+	case t.won():
 		err = ErrValiditySpent
 	case heldBy(prevs, c.quorum) != nil:
 		err = ErrHeld
 	case t.reachable() < t.quorum:
-		err = t.quorumError(errs)
+		err = t.err()
 	default:
 		err = ErrSplitVote
 	}
@@ -325,7 +315,7 @@ func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 	// the token don't count while it is in flight, nor, if it fails, until
 	// that cannot matter.
 	sent := time.Now()
-	if taint && !c.opts.noTaint {
+	if taint && !c.off(GuardTaint) {
 		n.taint(a.taint, c.taintFor(a.ttl))
 	}
 	u.deadline = sent.Add(c.opts.nodeTimeout)
@@ -374,12 +364,14 @@ func parseSet(cmd *redis.Cmd) (setVote, error) {
 	return setVote{prev: &s}, nil
 }
 
-// ReleaseResult counts what a release found on the masters that answered.
+// ReleaseResult counts what a release found on the masters whose answers
+// count (the restart guard withholds some; see votes).
 type ReleaseResult struct {
-	Deleted int // masters where the key held the value and was deleted
-	Other   int // masters where the key held another value
-	Absent  int // masters where the key did not exist
-	Failed  int // masters that did not answer
+	Deleted  int // masters where the key held the value and was deleted
+	Other    int // masters where the key held another value
+	Absent   int // masters where the key did not exist
+	Failed   int // masters that did not answer
+	Withheld int // masters that answered, but whose answer does not count
 }
 
 // Released reports whether the value was deleted from a quorum, that is,
@@ -388,40 +380,48 @@ func (r ReleaseResult) Released(quorum int) bool { return r.Deleted >= quorum }
 
 // Release deletes key from every master where it holds value. It returns as
 // soon as the answer is decided; masters that have not answered yet still
-// get the delete. A *QuorumError is returned when too few masters answered
-// to say whether the lock was held.
+// get the delete. The lock was held when a quorum deleted it, and was not
+// when a quorum of deletions is out of reach even counting every master
+// that did not answer or whose answer does not count; otherwise the answer
+// is a *QuorumError.
 func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult, error) {
 	return c.releaseWith(ctx, key, releaseScript, value)
 }
 
 // releaseWith runs a per-master release script that answers 1 (deleted), 0
-// (held by another value) or -1 (absent), and counts as Release does.
-func (c *Client) releaseWith(ctx context.Context, key string, s *script, args ...any) (ReleaseResult, error) {
+// (held by another value) or -1 (absent) for token, its first argument,
+// and decides as Release does.
+func (c *Client) releaseWith(ctx context.Context, key string, s *script, token string, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, args, parseInt, nil)
-	var r ReleaseResult
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			r.Failed++
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1:
-			r.Deleted++
-		case x.val == 0:
-			r.Other++
-		default:
-			r.Absent++
-		}
-		pending := len(c.nodes) - len(got)
-		return r.Deleted >= c.quorum || r.Deleted+pending < c.quorum
-	})
-	if r.Deleted < c.quorum && r.Deleted+r.Other+r.Absent < c.quorum {
-		return r, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
+	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
+	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	codes := countedCodes(got)
+	r := ReleaseResult{Deleted: t.yes, Other: codes[0], Absent: codes[-1], Failed: t.failed, Withheld: t.withheld}
+	if !t.decided() {
+		return r, t.err()
 	}
 	return r, nil
+}
+
+// yesIfOne classes a per-master script's answer: 1 is yes.
+func yesIfOne(v int64) vote {
+	if v == 1 {
+		return voteYes
+	}
+	return voteNo
+}
+
+// countedCodes counts the answers of the masters whose vote counts, by
+// code.
+func countedCodes(got []reply[int64]) map[int64]int {
+	m := map[int64]int{}
+	for _, r := range got {
+		if r.err == nil && r.trusted {
+			m[r.val]++
+		}
+	}
+	return m
 }
 
 // ExtendMode says how Extend sets the new TTL.
@@ -436,104 +436,91 @@ const (
 	ExtendPersist0 ExtendMode = "persist0" // as ExtendSet, but a ttl of 0 or less removes the expiry
 )
 
-// ExtendResult counts what an extend found on the masters that answered.
+// ExtendResult counts what an extend found on the masters whose answers
+// count.
 type ExtendResult struct {
-	Extended int // trusted masters where the value held and was renewed
+	Extended int // masters where the value held and was renewed
 	Other    int // masters where the key held another value
 	Absent   int // masters where the key did not exist
 	NoTTL    int // masters where the key had no TTL to add to (ExtendAdd)
 	Failed   int
+	Withheld int           // masters that answered, but whose answer does not count
 	Validity time.Duration // with Extended ≥ quorum: the new validity
 }
 
 // Extend renews key on every master where it holds value. The lock counts as
-// extended when a quorum of trusted masters renewed it and validity is left;
-// ok reports that.
+// extended when a quorum of voting masters renewed it and validity is left;
+// ok reports that. It was not held when a quorum of renewals is out of
+// reach even counting every master that did not answer or whose answer
+// does not count; otherwise the answer is a *QuorumError.
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
 	return c.extendWith(ctx, key, ttl, extendScript, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
 }
 
 // extendWith runs a per-master renewal script that answers 1 (renewed), 0
-// (held by another value), -1 (absent) or -2 (no TTL to add to), and
-// decides as Extend does; ttl is the TTL the script sets.
-func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, args ...any) (r ExtendResult, ok bool, err error) {
+// (held by another value), -1 (absent) or -2 (no TTL to add to) for token,
+// its first argument, and decides as Extend does; ttl is the TTL the script
+// sets.
+func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, args, parseInt, nil)
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			r.Failed++
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1 && x.trusted:
-			r.Extended++
-		case x.val == 1:
-		case x.val == 0:
-			r.Other++
-		case x.val == -2:
-			r.NoTTL++
-		default:
-			r.Absent++
-		}
-		pending := len(c.nodes) - len(got)
-		return r.Extended >= c.quorum || r.Extended+pending < c.quorum
-	})
-	if r.Extended >= c.quorum {
-		if ttl <= 0 {
-			return r, true, nil // the lock was ended or made permanent: no validity to check
-		}
+	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
+	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	codes := countedCodes(got)
+	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
+	switch {
+	case t.won() && ttl <= 0:
+		return r, true, nil // the lock was ended or made permanent: no validity to check
+	case t.won():
 		r.Validity = validity(ttl, time.Since(start), c.opts.drift)
 		return r, r.Validity > 0, nil
+	case t.lost():
+		return r, false, nil
 	}
-	if len(c.nodes)-r.Failed < c.quorum {
-		return r, false, &QuorumError{Reachable: len(c.nodes) - r.Failed, Needed: c.quorum, Nodes: errs}
-	}
-	return r, false, nil
+	return r, false, t.err()
 }
 
 // ReleaseAll deletes every key that holds value on every master, and
 // reports how many keys were deleted from a quorum. It waits for every
-// master (each within the node timeout).
+// master (each within the node timeout). When a key's release is not
+// decided either way (see Release), the answer is a *QuorumError.
 func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (int, error) {
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
 	args := []any{value}
 	ch := fanoutScript(c, releaseAllScript, keys, args, (*redis.Cmd).Int64Slice, nil)
-	deleted := make([]int, len(keys))
-	failed := 0
-	var errs []error
+	perKey := make([]votes, len(keys))
+	for i := range perKey {
+		perKey[i] = c.newVotes()
+	}
+	taint := taintKey(keys, value)
 	for range c.nodes {
 		r := <-ch
-		if r.err != nil {
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-			continue
-		}
-		for i, v := range r.val {
-			if i < len(deleted) && v == 1 {
-				deleted[i]++
+		for i := range perKey {
+			v := voteNo
+			if r.err == nil && i < len(r.val) && r.val[i] == 1 {
+				v = voteYes
 			}
+			perKey[i].add(r.node, r.err, v, !r.trusted || v == voteYes && c.taintedFor(r.node, taint))
 		}
 	}
 	released := 0
-	for _, d := range deleted {
-		if d >= c.quorum {
+	for _, t := range perKey {
+		switch {
+		case t.won():
 			released++
+		case !t.lost():
+			return released, t.err()
 		}
-	}
-	if released == 0 && len(c.nodes)-failed < c.quorum {
-		return 0, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
 	}
 	return released, nil
 }
 
 // ExtendAll renews every key to ttl where all of them hold value. It
-// reports whether a quorum of trusted masters renewed them with validity
-// left.
+// reports whether a quorum of voting masters renewed them with validity
+// left, and decides as Extend does.
 func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (bool, error) {
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
@@ -541,14 +528,14 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	start := time.Now()
 	args := []any{value, ttl.Milliseconds()}
 	ch := fanoutScript(c, extendAllScript, keys, args, parseInt, nil)
-	yes, failed, errs := c.trustedYes(ch)
-	if yes >= c.quorum {
+	t, _ := countVotes(c, ch, taintKey(keys, value), (*votes).decided, yesIfOne)
+	switch {
+	case t.won():
 		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil
+	case t.lost():
+		return false, nil
 	}
-	if len(c.nodes)-failed < c.quorum {
-		return false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
-	}
-	return false, nil
+	return false, t.err()
 }
 
 // taintFor is how long a master whose rollback failed does not vote for the

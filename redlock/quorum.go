@@ -59,26 +59,128 @@ func collect[T any](ch <-chan reply[T], n int, done func(got []reply[T]) bool) [
 	return got
 }
 
-// tally counts the replies of one quorum step.
-type tally struct {
+// vote is how one master's answer to a quorum step counts.
+type vote int8
+
+const (
+	// voteNo: a voting master says the lock is not (ours) there, or refused it.
+	voteNo vote = iota
+	// voteYes: a voting master did what was asked: took, holds, renewed or
+	// released the lock.
+	voteYes
+)
+
+// votes counts the answers of one quorum step, and holds the one rule every
+// operation decides by:
+//
+//   - the step succeeded (granted, held, renewed, released) when a quorum of
+//     masters voted yes;
+//   - it failed (refused, not held, not renewed) only when it could not have
+//     succeeded even if every master whose answer is unknown had voted yes;
+//   - otherwise its outcome cannot be known, and the caller answers a
+//     *QuorumError (NOQUORUM), never "not held".
+//
+// An answer is unknown when the master did not give one (an error, a
+// timeout, a master marked down), when the step has not heard from it yet,
+// and when its vote is withheld: the restart guard's (it may have forgotten
+// what it held), or a taint's (a rollback of the same token may still land
+// there). A withheld "yes" is as unknown as a withheld "no".
+type votes struct {
 	n, quorum int
-	yes       int // trusted masters that did what was asked
-	failed    int // errors and timeouts
-	untrusted int // answers that cannot count (restart guard)
-	answered  int
+	yes, no   int
+	failed    int // did not answer
+	withheld  int // answered, but the restart guard or a taint withholds the vote
+	errs      []error
+	// Guard GuardNotHeldNeedsQuorum off: withheld answers count as no, and
+	// the step fails once a quorum has answered without a quorum of yes
+	// (as before the guard existed).
+	loose bool
 }
 
-func (t *tally) pending() int { return t.n - t.answered }
+func (c *Client) newVotes() votes {
+	return votes{n: len(c.nodes), quorum: c.quorum, loose: c.off(GuardNotHeldNeedsQuorum)}
+}
 
-// canStillWin reports whether the pending masters could still bring the yes
-// votes to a quorum.
-func (t *tally) canStillWin() bool { return t.yes+t.pending() >= t.quorum }
+// add counts one master's answer: err if it gave none, else v, withheld
+// when it may not count.
+func (t *votes) add(n *node, err error, v vote, withheld bool) {
+	switch {
+	case err != nil:
+		t.failed++
+		t.errs = append(t.errs, &NodeError{Addr: n.addr, Err: err})
+	case withheld && t.loose:
+		t.no++
+	case withheld:
+		t.withheld++
+	case v == voteYes:
+		t.yes++
+	default:
+		t.no++
+	}
+}
+
+// answered counts the masters heard from, votes withheld included.
+func (t *votes) answered() int { return t.yes + t.no + t.failed + t.withheld }
+
+// unknown counts the masters whose vote is not known: no answer yet, none
+// at all, or withheld.
+func (t *votes) unknown() int { return t.n - t.yes - t.no }
+
+// won reports that a quorum voted yes.
+func (t *votes) won() bool { return t.yes >= t.quorum }
+
+// lost reports that a quorum of yes votes is out of reach, even with every
+// unknown vote a yes.
+func (t *votes) lost() bool {
+	if t.loose {
+		return !t.won() && t.yes+t.no >= t.quorum
+	}
+	return t.yes+t.unknown() < t.quorum
+}
+
+func (t *votes) decided() bool { return t.won() || t.lost() }
+
+// canWin reports, for a step that asks the masters to do something (take
+// a lock), whether the masters still to answer could bring the yes votes
+// to a quorum: one that failed or whose vote is withheld cannot.
+func (t *votes) canWin() bool { return t.yes+t.n-t.answered() >= t.quorum }
+
+// decidedOrLost stops an acquire: granted, or out of reach.
+func decidedOrLost(t *votes) bool { return t.won() || !t.canWin() }
 
 // reachable is how many masters could have counted.
-func (t *tally) reachable() int { return t.n - t.failed - t.untrusted }
+func (t *votes) reachable() int { return t.n - t.failed - t.withheld }
 
-func (t *tally) quorumError(nodes []error) error {
-	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: nodes}
+// err is the *QuorumError of a step whose outcome cannot be known.
+func (t *votes) err() error {
+	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: t.errs}
+}
+
+// countVotes reads the replies of one step, classing each answer with
+// class, until until says the outcome is decided (nil: until every master
+// has answered or timed out; (*votes).decided: as soon as it is). A yes from a master under the restart
+// guard, or tainted for key and token taint (if not empty), is withheld,
+// and so is a no from a guarded master. It returns the count and the
+// replies read; late ones are dropped.
+func countVotes[T any](c *Client, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote) (votes, []reply[T]) {
+	t := c.newVotes()
+	got := collect(ch, len(c.nodes), func(got []reply[T]) bool {
+		r := got[len(got)-1]
+		if r.err != nil {
+			t.add(r.node, r.err, voteNo, false)
+		} else {
+			v := class(r.val)
+			t.add(r.node, nil, v, !r.trusted || v == voteYes && c.taintedFor(r.node, taint))
+		}
+		return until != nil && until(&t)
+	})
+	return t, got
+}
+
+// taintedFor reports whether n's votes for the key and token of taint are
+// withheld (an empty taint names none).
+func (c *Client) taintedFor(n *node, taint string) bool {
+	return taint != "" && !c.off(GuardTaint) && n.tainted(taint)
 }
 
 // fanoutCmd is fanout without a goroutine per master: build makes each
@@ -135,21 +237,3 @@ func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
-
-// trustedYes reads the replies of a step whose masters answer 1 for "done"
-// until a quorum of trusted masters said 1, or can no longer; it returns
-// those votes, the masters that failed, and their errors.
-func (c *Client) trustedYes(ch <-chan reply[int64]) (yes, failed int, errs []error) {
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		r := got[len(got)-1]
-		switch {
-		case r.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case r.val == 1 && r.trusted:
-			yes++
-		}
-		return yes >= c.quorum || yes+len(c.nodes)-len(got) < c.quorum
-	})
-	return yes, failed, errs
-}

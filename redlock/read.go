@@ -20,63 +20,97 @@ type KeyState struct {
 	PTTL time.Duration
 }
 
-type readVote struct {
-	exists bool
-	value  string
-	pttl   time.Duration // -1 for no expiry
-}
-
 // Read answers the value held by at least a quorum of masters, and how long
 // it will stay so. It waits for every master (each within the node
-// timeout), because the PTTL depends on all the holders.
+// timeout), because the PTTL depends on all the holders. Masters that did
+// not answer, and those whose answers do not count (the restart guard, a
+// taint of the value's rollback), are counted as unknown: the key is
+// absent only when no value could reach a quorum even if every unknown
+// master held it; when the answer cannot be known, the error is a
+// *QuorumError.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	keys := []string{key}
-	ch := fanoutScript(c, readScript, keys, nil, func(cmd *redis.Cmd) (readVote, error) {
+	ch := fanoutScript(c, readScript, keys, nil, func(cmd *redis.Cmd) (heldCopy, error) {
 		vals, err := cmd.Slice()
 		if err != nil {
-			return readVote{}, err
+			return heldCopy{}, err
 		}
 		if len(vals) != 2 {
-			return readVote{}, fmt.Errorf("unexpected read reply %v", vals)
+			return heldCopy{}, fmt.Errorf("unexpected read reply %v", vals)
 		}
-		v := readVote{pttl: time.Duration(toInt(vals[1])) * time.Millisecond}
+		v := heldCopy{pttl: pttlOf(vals[1])}
 		if s, ok := vals[0].(string); ok {
-			v.exists, v.value = true, s
-		}
-		if v.pttl < 0 {
-			v.pttl = -1
+			v.value = &s
 		}
 		return v, nil
 	}, nil)
+	got := collect(ch, len(c.nodes), func([]reply[heldCopy]) bool { return false })
+	copies := make([]heldCopy, len(got))
+	for i, r := range got {
+		copies[i] = r.val
+		copies[i].node, copies[i].err, copies[i].trusted = r.node, r.err, r.trusted
+	}
+	v, pttl, err := c.majority(key, copies)
+	if v == nil {
+		return KeyState{PTTL: -2}, err
+	}
+	return KeyState{Exists: true, Value: *v, PTTL: pttl}, nil
+}
+
+// heldCopy is what one master holds of a key: its value (nil: absent) and
+// PTTL (-1: no expiry).
+type heldCopy struct {
+	node    *node
+	err     error // no answer
+	trusted bool  // the restart guard lets its answer count
+	value   *string
+	pttl    time.Duration
+}
+
+// pttlOf reads a PTTL reply: a duration, or the codes -1 (no expiry) and
+// -2 (absent) as they are.
+func pttlOf(v any) time.Duration {
+	if p := toInt(v); p < 0 {
+		return time.Duration(p)
+	} else {
+		return time.Duration(p) * time.Millisecond
+	}
+}
+
+// majority decides from every master's copy of key which value a quorum
+// holds, and until when: the quorum-th largest PTTL of its holders. A
+// value's holders are the masters whose answers count (see votes) and that
+// are not tainted for it. No value is held when none could reach a quorum
+// even if every master whose answer is unknown held it; otherwise, with no
+// value at a quorum, the error is a *QuorumError.
+func (c *Client) majority(key string, copies []heldCopy) (*string, time.Duration, error) {
+	loose := c.off(GuardNotHeldNeedsQuorum)
 	holders := map[string][]time.Duration{}
-	absent, failed := 0, 0
-	var errs []error
-	var st KeyState
-	collect(ch, len(c.nodes), func(got []reply[readVote]) bool {
-		r := got[len(got)-1]
-		switch {
-		case r.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case !r.val.exists:
-			absent++
-		default:
-			holders[r.val.value] = append(holders[r.val.value], r.val.pttl)
+	t := c.newVotes()
+	for _, h := range copies {
+		withheld := !h.trusted || h.value != nil && c.taintedFor(h.node, taintKey([]string{key}, *h.value))
+		if loose {
+			withheld = false
 		}
-		return false
-	})
+		if h.err == nil && !withheld && h.value != nil {
+			holders[*h.value] = append(holders[*h.value], h.pttl)
+		}
+		t.add(h.node, h.err, voteNo, withheld)
+	}
+	most := 0
 	for v, ttls := range holders {
 		if len(ttls) >= c.quorum {
-			st = KeyState{Exists: true, Value: v, PTTL: quorumTTL(ttls, c.quorum)}
+			return &v, quorumTTL(ttls, c.quorum), nil
 		}
+		most = max(most, len(ttls))
 	}
-	if st.Exists {
-		return st, nil
+	// No value holds a quorum. Counted as votes for the likeliest holder:
+	// not held when even it could not reach a quorum.
+	t.yes, t.no = most, t.no-most
+	if t.lost() {
+		return nil, -2, nil
 	}
-	if len(c.nodes)-failed < c.quorum {
-		return KeyState{PTTL: -2}, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
-	}
-	return KeyState{PTTL: -2}, nil
+	return nil, -2, t.err()
 }
 
 // quorumTTL is the quorum-th largest TTL: after it, fewer than a quorum of
@@ -109,6 +143,9 @@ type Result struct {
 	Addr string
 	Val  any
 	Err  error // redis.Nil for a nil reply
+	// Counts reports whether the answer may count as the master's vote:
+	// the restart guard does not withhold it.
+	Counts bool
 }
 
 // Broadcast sends one command to every master and returns as soon as done
@@ -120,7 +157,7 @@ func (c *Client) Broadcast(ctx context.Context, done func(got []Result) bool, ar
 	var out []Result
 	collect(ch, len(c.nodes), func(got []reply[any]) bool {
 		r := got[len(got)-1]
-		out = append(out, Result{Addr: r.node.addr, Val: r.val, Err: r.err})
+		out = append(out, Result{Addr: r.node.addr, Val: r.val, Err: r.err, Counts: r.trusted || c.off(GuardNotHeldNeedsQuorum)})
 		return done != nil && done(out)
 	})
 	return out

@@ -38,13 +38,13 @@ type options struct {
 	clockJump   time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
-	longestTTL  *atomic.Int64 // the longest TTL granted so far, in ns: the guard covers it
-	noTaint     bool          // tests only: count the votes of masters whose rollback is in doubt
-	fenceSingle bool          // tests only: take a fenced grant's number from one master, unsafe
-	noWriteBack bool          // tests only: answer a fenced grant without writing its number back, unsafe
-	undoByToken bool          // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
-	noUndoRetry bool          // tests only: leave what a failed rollback should have undone until it expires
-	dialInline  bool          // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
+	longestTTL  *atomic.Int64  // the longest TTL granted so far, in ns: the guard covers it
+	guardsOff   map[Guard]bool // WithGuardsOff: tests only, unsafe
+	fenceSingle bool           // tests only: take a fenced grant's number from one master, unsafe
+	noWriteBack bool           // tests only: answer a fenced grant without writing its number back, unsafe
+	undoByToken bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
+	noUndoRetry bool           // tests only: leave what a failed rollback should have undone until it expires
+	dialInline  bool           // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
 }
 
 // Option configures a Client.
@@ -109,6 +109,40 @@ func WithRedisOptions(f func(i int, o *redis.Options)) Option {
 // first waits for its replies, for a little less latency under light load
 // at more CPU per operation. At most the pool size.
 func WithPipelines(n int) Option { return func(o *options) { o.pipelines = n } }
+
+// Guard names one of the client's safety mechanisms, for WithGuardsOff.
+type Guard string
+
+// The guards that WithGuardsOff can switch off.
+const (
+	// GuardTaint: while a rollback of a token may still land on a master,
+	// that master's votes for the key and token are withheld.
+	GuardTaint Guard = "taint"
+	// GuardNotHeldNeedsQuorum: a lock is "not held" (refused, not renewed,
+	// not released, absent) only when a quorum of yes votes is out of reach
+	// even if every master that did not answer, or whose vote the restart
+	// guard withholds, had voted yes; anything less is a *QuorumError.
+	GuardNotHeldNeedsQuorum Guard = "not-held-needs-quorum"
+)
+
+// Guards lists every guard WithGuardsOff knows.
+func Guards() []Guard { return []Guard{GuardTaint, GuardNotHeldNeedsQuorum} }
+
+// WithGuardsOff switches safety mechanisms off. It exists for tests that
+// show what each guard prevents: a client with any of them off can grant a
+// lock to two holders at once.
+func WithGuardsOff(gs ...Guard) Option {
+	return func(o *options) {
+		if o.guardsOff == nil {
+			o.guardsOff = map[Guard]bool{}
+		}
+		for _, g := range gs {
+			o.guardsOff[g] = true
+		}
+	}
+}
+
+func (c *Client) off(g Guard) bool { return c.opts.guardsOff[g] }
 
 // WithLogf sets a function that receives notable events (master restarts).
 func WithLogf(f func(format string, args ...any)) Option { return func(o *options) { o.logf = f } }

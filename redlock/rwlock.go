@@ -135,38 +135,27 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 	args := []any{token, ttl.Milliseconds(), mode}
 	start := time.Now()
 	ch := fanoutScript(c, rwAcquireScript, keys, args, parseInt, run.onVote)
-	t := tally{n: len(c.nodes), quorum: c.quorum}
 	refused := 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		r := got[len(got)-1]
-		t.answered++
-		switch {
-		case r.err != nil:
-			t.failed++
-			errs = append(errs, &NodeError{Addr: r.node.addr, Err: r.err})
-		case r.val <= 0:
-			refused++
-		case !r.trusted || (!c.opts.noTaint && r.node.tainted(run.taint)):
-			t.untrusted++
-		default:
-			t.yes++
+	t, _ := countVotes(c, ch, run.taint, decidedOrLost, func(v int64) vote {
+		if v > 0 {
+			return voteYes
 		}
-		return t.yes >= t.quorum || !t.canStillWin()
+		refused++
+		return voteNo
 	})
 	elapsed := time.Since(start)
 	var l *Lock
 	var err error
 	switch {
-	case t.yes >= t.quorum && validity(ttl, elapsed, c.opts.drift) > 0:
+	case t.won() && validity(ttl, elapsed, c.opts.drift) > 0:
 		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: validity(ttl, elapsed, c.opts.drift), Votes: t.yes}
 		c.noteTTL(ttl)
-	case t.yes >= t.quorum:
+	case t.won():
 		err = ErrValiditySpent
 	case refused >= c.quorum:
 		err = ErrHeld
 	case t.reachable() < t.quorum:
-		err = t.quorumError(errs)
+		err = t.err()
 	default:
 		err = ErrSplitVote
 	}
@@ -191,30 +180,15 @@ func (c *Client) ReleaseRW(ctx context.Context, key, token string) (ReleaseResul
 }
 
 // HeldRW reports whether token holds the read/write lock key, unexpired, on
-// a quorum of masters.
+// a quorum of masters. It decides as Release does: "not held" only when a
+// quorum is out of reach even counting every master whose answer is
+// unknown; otherwise, undecided, it answers a *QuorumError.
 func (c *Client) HeldRW(ctx context.Context, key, token string) (bool, error) {
 	keys, args := []string{key}, []any{token}
 	ch := fanoutScript(c, rwHeldScript, keys, args, parseInt, nil)
-	held, failed := 0, 0
-	var errs []error
-	collect(ch, len(c.nodes), func(got []reply[int64]) bool {
-		x := got[len(got)-1]
-		switch {
-		case x.err != nil:
-			failed++
-			errs = append(errs, &NodeError{Addr: x.node.addr, Err: x.err})
-		case x.val == 1:
-			held++
-		}
-		pending := len(c.nodes) - len(got)
-		// "Not held" needs a quorum of answers, as a read does.
-		return held >= c.quorum || held+pending < c.quorum && len(got)-failed >= c.quorum
-	})
-	if held >= c.quorum {
-		return true, nil
+	t, _ := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	if !t.decided() {
+		return false, t.err()
 	}
-	if len(c.nodes)-failed < c.quorum {
-		return false, &QuorumError{Reachable: len(c.nodes) - failed, Needed: c.quorum, Nodes: errs}
-	}
-	return false, nil
+	return t.won(), nil
 }

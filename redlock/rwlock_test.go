@@ -223,7 +223,9 @@ func TestAcquireRWOnStringKey(t *testing.T) {
 // the same token's next attempt.
 func TestAcquireRWRetryAfterDelayedRollback(t *testing.T) {
 	delayedRollbackCases(t, "guard", "no_guard_shows_the_hazard", func(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, guard bool) {
-		c.opts.noTaint = !guard
+		if !guard {
+			WithGuardsOff(GuardTaint)(&c.opts)
+		}
 		ctx := context.Background()
 		// Idle pooled connections to every master that know the scripts.
 		for i := 0; i < 4; i++ {

@@ -39,7 +39,9 @@ func delayedRollbackCases(t *testing.T, on, off string, f func(t *testing.T, ms 
 }
 
 func sameTokenRetryAfterDelayedRollback(t *testing.T, ms []*redistest.Server, c *Client, relay *redistest.Relay, guard bool) {
-	c.opts.noTaint = !guard
+	if !guard {
+		WithGuardsOff(GuardTaint)(&c.opts)
+	}
 	ctx := context.Background()
 	// Connections to every master, opened before the relay holds
 	// anything (with two pipelines, one for the rollback and one for the

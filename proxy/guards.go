@@ -1,0 +1,35 @@
+package proxy
+
+import (
+	"slices"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// Guards lists the names of the safety mechanisms that Config.GuardsOff
+// can switch off: those of the redlock client, and the proxy's own.
+func Guards() []string {
+	var out []string
+	for _, g := range redlock.Guards() {
+		out = append(out, string(g))
+	}
+	return append(out, proxyGuards...)
+}
+
+// proxyGuards are the proxy's own guards.
+var proxyGuards []string
+
+// guardsOff is the redlock option that switches off the client's guards
+// named in names.
+func guardsOff(names []string) redlock.Option {
+	var gs []redlock.Guard
+	for _, g := range redlock.Guards() {
+		if slices.Contains(names, string(g)) {
+			gs = append(gs, g)
+		}
+	}
+	return redlock.WithGuardsOff(gs...)
+}
+
+// off reports whether the proxy guard named g is switched off.
+func (s *Server) off(g string) bool { return slices.Contains(s.cfg.GuardsOff, g) }
