@@ -37,7 +37,7 @@ func init() {
 		"set": cmdSet, "setnx": cmdSetNX, "get": cmdGet, "exists": cmdExists,
 		"del": cmdDel, "unlink": cmdDel, "pttl": cmdPTTL, "ttl": cmdPTTL,
 		"pexpire": cmdExpire, "expire": cmdExpire, "pexpireat": cmdExpire, "expireat": cmdExpire,
-		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel,
+		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel, "getex": cmdGetEx,
 
 		"eval": cmdEval, "evalsha": cmdEval, "script": cmdScript,
 		"lock.acquire": cmdLockAcquire, "lock.release": cmdLockRelease, "lock.extend": cmdLockExtend, "lock.info": cmdLockInfo,
@@ -221,7 +221,7 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 var lockCommands = map[string]struct{}{
 	"set": {}, "setnx": {}, "get": {}, "exists": {}, "del": {}, "unlink": {}, "pttl": {},
 	"ttl": {}, "pexpire": {}, "expire": {}, "pexpireat": {}, "expireat": {}, "persist": {},
-	"setex": {}, "psetex": {}, "getdel": {}, "eval": {}, "evalsha": {},
+	"setex": {}, "psetex": {}, "getdel": {}, "getex": {}, "eval": {}, "evalsha": {},
 	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
 }
 

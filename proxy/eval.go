@@ -209,6 +209,7 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 		case spec.reclaim != nil && r.Prev != nil && spec.reclaim(argv, *r.Prev):
 			// The quorum holder carries the caller's token: it may take
 			// the key over with its new value, on every master.
+			s.rl.CoverTTL(ttl)
 			s.broadcastMajority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
 		default:
 			c.WriteRaw([]byte(spec.notOwned))

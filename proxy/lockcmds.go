@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	if !o.nx {
+		s.rl.CoverTTL(o.ttl(time.Now()))
 		s.broadcastMajority(c, toAny(args))
 		return
 	}
@@ -232,10 +234,12 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	if name != "persist" {
-		if _, err := parseInt(args[2]); err != nil {
+		n, err := parseInt(args[2])
+		if err != nil {
 			c.WriteError("ERR value is not an integer or out of range")
 			return
 		}
+		s.rl.CoverTTL(expireTTL(name, n, time.Now()))
 	}
 	ok, err := s.broadcastCount(args...)
 	switch {
@@ -263,8 +267,80 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	} else if n <= 0 {
 		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
 		return
+	} else {
+		s.rl.CoverTTL(expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	}
 	s.broadcastMajority(c, toAny(args))
+}
+
+// expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
+// PSETEX with argument n sets, measured against now for the absolute ones;
+// not positive when the key would expire at once. A number too large to
+// be a duration is capped at the longest one.
+func expireTTL(cmd string, n int64, now time.Time) time.Duration {
+	sec := strings.HasPrefix(cmd, "expire") || cmd == "setex"
+	if sec && n > math.MaxInt64/int64(time.Second) || !sec && n > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	switch cmd {
+	case "expire", "setex":
+		return time.Duration(n) * time.Second
+	case "pexpire", "psetex":
+		return time.Duration(n) * time.Millisecond
+	case "expireat":
+		return time.Unix(n, 0).Sub(now)
+	case "pexpireat":
+		return time.UnixMilli(n).Sub(now)
+	}
+	return 0
+}
+
+// cmdGetEx runs GETEX of a lock key on every master, as SET does: a TTL
+// written on one master alone would let it vote for another holder while
+// the others still hold the lock.
+func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) < 2 {
+		wrongArgs(c, "getex")
+		return
+	}
+	if !s.isLockKey(args[1]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	ttl, msg := parseGetEx(args[2:], time.Now())
+	if msg != "" {
+		c.WriteError(msg)
+		return
+	}
+	s.rl.CoverTTL(ttl)
+	s.broadcastMajority(c, toAny(args))
+}
+
+// parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
+// s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
+// Redis's own error text.
+func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
+	switch {
+	case len(opts) == 0:
+		return 0, ""
+	case len(opts) == 1 && strings.EqualFold(string(opts[0]), "persist"):
+		return 0, ""
+	case len(opts) != 2:
+		return 0, "ERR syntax error"
+	}
+	o := setOption(opts[0])
+	if o != "ex" && o != "px" && o != "exat" && o != "pxat" {
+		return 0, "ERR syntax error"
+	}
+	n, err := parseInt(opts[1])
+	if err != nil {
+		return 0, "ERR value is not an integer or out of range"
+	}
+	if n <= 0 {
+		return 0, "ERR invalid expire time in 'getex' command"
+	}
+	cmd := map[string]string{"ex": "expire", "px": "pexpire", "exat": "expireat", "pxat": "pexpireat"}[o]
+	return expireTTL(cmd, n, now), ""
 }
 
 func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {

@@ -73,7 +73,7 @@ func (n *node) checkClock(ctx context.Context) {
 }
 
 // clockJumped puts the master under the restart guard for the full window
-// (stretched to the longest TTL granted), as a restart would.
+// (stretched to the latest TTL this client wrote), as a restart would.
 func (n *node) clockJumped(jump time.Duration, now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -82,9 +82,9 @@ func (n *node) clockJumped(jump time.Duration, now time.Time) {
 	if w == 0 {
 		return
 	}
-	w = max(w, time.Duration(n.opts.longestTTL.Load()))
-	if until := now.Add(w); until.After(n.guardUntil) {
+	n.lostAt = now
+	if until := n.guardEnd(now); until.After(n.guardUntil) {
 		n.guardUntil = until
 	}
-	n.logf("redlock: master %s clock jumped by %s against this client's clock; it does not vote for %s: restart guard", n.addr, jump.Round(time.Millisecond), w)
+	n.logf("redlock: master %s clock jumped by %s against this client's clock; it does not vote for %s: restart guard", n.addr, jump.Round(time.Millisecond), n.guardUntil.Sub(now).Round(time.Millisecond))
 }

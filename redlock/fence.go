@@ -122,6 +122,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		re = "1"
 	}
 	c.flights.begin(keys[:1], len(c.nodes))
+	c.noteTTL(ttl, true)
 	start := time.Now()
 	args := []any{token, ttl.Milliseconds(), re, attempt}
 	ch := fanoutScript(c, fenceAcquireScript, keys, args, parseFenceVote, nil)
@@ -176,7 +177,6 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		res.Grant, err = c.commitFence(keys, token, f, ttl, start)
 		if res.Grant != nil {
 			res.Grant.Holds, res.Grant.Votes = holds, t.yes
-			c.noteTTL(ttl)
 		}
 	case heldByCount(holders, c.quorum):
 		err = ErrHeld
@@ -347,6 +347,7 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 		return 0, false, errors.New("redlock: a fenced lock needs a positive TTL")
 	}
 	c.WaitWrites(ctx, key)
+	c.noteTTL(ttl, false)
 	start := time.Now()
 	keys, args := FenceKeys(key), []any{token, ttl.Milliseconds()}
 	ch := fanoutScript(c, fenceExtendScript, keys, args, parseInt, nil)

@@ -174,6 +174,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	}
 	send, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
+	c.noteTTL(ttl, true)
 	run := newAcquireRun(c, keys, ttl, value, func(n *node, v setVote, err error) (*call, bool) {
 		if err == nil && !v.set {
 			return nil, false // refused: nothing taken
@@ -203,7 +204,6 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 			l.Validity = validity(ttl, elapsed, c.opts.drift)
 		}
 		res.Lock = l
-		c.noteTTL(ttl)
 	case t.won():
 		err = ErrValiditySpent
 	case heldBy(prevs, c.quorum) != nil:
@@ -452,22 +452,62 @@ type ExtendResult struct {
 // extended when a quorum of voting masters renewed it and validity is left;
 // ok reports that. It was not held when a quorum of renewals is out of
 // reach even counting every master that did not answer or whose answer
-// does not count; otherwise the answer is a *QuorumError.
+// does not count; otherwise the answer is a *QuorumError. Every TTL it
+// writes stretches the restart guard (guard.go).
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
-	return c.extendWith(ctx, key, ttl, extendScript, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
+	return c.extendWith(ctx, key, ttl, mode == ExtendAdd, extendScript, parseExtend, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
 }
 
-// extendWith runs a per-master renewal script that answers 1 (renewed), 0
-// (held by another value), -1 (absent) or -2 (no TTL to add to) for token,
-// its first argument, and decides as Extend does; ttl is the TTL the script
-// sets.
-func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
+// extended is one master's answer to a renewal script: its code (1
+// renewed, 0 held by another value, -1 absent, -2 no TTL to add to), and
+// for extendScript the key's PTTL after it.
+type extended struct {
+	code int64
+	pttl time.Duration
+}
+
+func parseExtend(cmd *redis.Cmd) (extended, error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return extended{}, err
+	}
+	if len(vals) != 2 {
+		return extended{}, fmt.Errorf("unexpected extend reply %v", vals)
+	}
+	return extended{code: toInt(vals[0]), pttl: pttlOf(vals[1])}, nil
+}
+
+func parseExtendCode(cmd *redis.Cmd) (extended, error) {
+	v, err := cmd.Int64()
+	return extended{code: v}, err
+}
+
+// extendWith runs a per-master renewal script for token, its first
+// argument, and decides as Extend does; ttl is the TTL the script sets, or
+// with add, the TTL it adds to what is left: the restart guard is then
+// stretched by what the masters report once they have done it.
+func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, add bool, s *script, parse func(*redis.Cmd) (extended, error), token string, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
+	if !add {
+		c.noteTTL(ttl, false)
+	}
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
-	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
-	codes := countedCodes(got)
+	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parse, nil)
+	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, func(v extended) vote { return yesIfOne(v.code) })
+	codes := map[int64]int{}
+	var longest time.Duration
+	for _, x := range got {
+		if x.err == nil && x.trusted {
+			codes[x.val.code]++
+		}
+		if x.err == nil && x.val.code == 1 {
+			longest = max(longest, x.val.pttl)
+		}
+	}
+	if add && longest > 0 {
+		c.noteLate(start, time.Now().Add(longest))
+	}
 	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
 	switch {
 	case t.won() && ttl <= 0:
@@ -525,6 +565,7 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
+	c.noteTTL(ttl, false)
 	start := time.Now()
 	args := []any{value, ttl.Milliseconds()}
 	ch := fanoutScript(c, extendAllScript, keys, args, parseInt, nil)
@@ -567,14 +608,3 @@ func (c *Client) votersAvailable() int {
 // VotersAvailable is how many masters could vote now: up and not held back
 // by the restart guard.
 func (c *Client) VotersAvailable() int { return c.votersAvailable() }
-
-// noteTTL remembers the longest TTL granted, which the restart guard's
-// window then covers.
-func (c *Client) noteTTL(ttl time.Duration) {
-	for {
-		cur := c.opts.longestTTL.Load()
-		if int64(ttl) <= cur || c.opts.longestTTL.CompareAndSwap(cur, int64(ttl)) {
-			return
-		}
-	}
-}

@@ -25,6 +25,7 @@ type node struct {
 	mu         sync.Mutex
 	runID      string
 	guardUntil time.Time // votes do not count before this instant
+	lostAt     time.Time // when it was last seen to lose its data (a restart, a clock jump)
 	restarts   int
 	durable    bool
 	up         bool
@@ -128,16 +129,13 @@ func (n *node) observe(runID string, uptime time.Duration, durable bool, now tim
 	n.runID = runID
 	n.durable = durable
 	w := n.opts.guardWindow
-	if w > 0 {
-		// A lock granted through this client with a longer TTL than the
-		// window is covered too.
-		w = max(w, time.Duration(n.opts.longestTTL.Load()))
-	}
-	if w == 0 || durable || uptime >= w {
+	if w == 0 || durable || !restarted && uptime >= w {
 		return // every lock granted before its start has expired
 	}
-	until := now.Add(w - uptime)
-	if until.After(n.guardUntil) {
+	if restarted {
+		n.lostAt = now
+	}
+	if until := n.guardEnd(now.Add(-uptime)); until.After(n.guardUntil) {
 		n.guardUntil = until
 		n.logf("redlock: master %s (up %s) does not vote for %s: restart guard", n.addr, uptime, until.Sub(now).Round(time.Millisecond))
 	}

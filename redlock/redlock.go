@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,7 +37,7 @@ type options struct {
 	clockJump   time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
-	longestTTL  *atomic.Int64  // the longest TTL granted so far, in ns: the guard covers it
+	expiries    *expiries      // until when the TTLs written may keep locks alive: the guard covers them
 	guardsOff   map[Guard]bool // WithGuardsOff: tests only, unsafe
 	fenceSingle bool           // tests only: take a fenced grant's number from one master, unsafe
 	noWriteBack bool           // tests only: answer a fenced grant without writing its number back, unsafe
@@ -71,9 +70,10 @@ func WithRetry(count int, delay time.Duration) Option {
 
 // WithRestartGuard sets the guard window: a master that restarted (its
 // run_id changed, or it has been up for less than the window) does not count
-// as a vote until the window has passed since its start. It must be at least
-// the longest TTL granted through any client of these masters. Default 60 s;
-// 0 disables the guard.
+// as a vote until the window has passed since its start, nor before every
+// TTL this client wrote before that has run out (guard.go). It must be at
+// least the longest TTL written through any other client of these masters.
+// Default 60 s; 0 disables the guard.
 func WithRestartGuard(window time.Duration) Option {
 	return func(o *options) { o.guardWindow = window }
 }
@@ -126,7 +126,7 @@ const (
 )
 
 // Guards lists every guard WithGuardsOff knows.
-func Guards() []Guard { return []Guard{GuardTaint, GuardNotHeldNeedsQuorum} }
+func Guards() []Guard { return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch} }
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that
 // show what each guard prevents: a client with any of them off can grant a
@@ -153,7 +153,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
 		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64, pipelines: 1,
-		downAfter: 3, probeEvery: 200 * time.Millisecond, clockEvery: time.Second, clockJump: time.Second, longestTTL: new(atomic.Int64),
+		downAfter: 3, probeEvery: 200 * time.Millisecond, clockEvery: time.Second, clockJump: time.Second, expiries: newExpiries(),
 	}
 	for _, f := range opts {
 		f(&o)

@@ -133,6 +133,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		return nil, false
 	})
 	args := []any{token, ttl.Milliseconds(), mode}
+	c.noteTTL(ttl, true)
 	start := time.Now()
 	ch := fanoutScript(c, rwAcquireScript, keys, args, parseInt, run.onVote)
 	refused := 0
@@ -149,7 +150,6 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 	switch {
 	case t.won() && validity(ttl, elapsed, c.opts.drift) > 0:
 		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: validity(ttl, elapsed, c.opts.drift), Votes: t.yes}
-		c.noteTTL(ttl)
 	case t.won():
 		err = ErrValiditySpent
 	case refused >= c.quorum:
@@ -169,7 +169,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 // from now on every master where it holds it. ok reports that a quorum of
 // trusted masters renewed it and validity is left.
 func (c *Client) ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
-	return c.extendWith(ctx, key, ttl, rwExtendScript, token, strconv.FormatInt(ttl.Milliseconds(), 10))
+	return c.extendWith(ctx, key, ttl, false, rwExtendScript, parseExtendCode, token, strconv.FormatInt(ttl.Milliseconds(), 10))
 }
 
 // ReleaseRW removes token from the read/write lock key on every master. It

@@ -1,0 +1,104 @@
+package proxy_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
+)
+
+// redis-py's Lock.extend script (redis-py 4 and later): ARGV[3] "0" adds
+// ARGV[2] to what is left, "1" replaces it.
+const redisPyExtend = `
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+
+        local newttl = ARGV[2]
+        if ARGV[3] == "0" then
+            newttl = ARGV[2] + expiration
+        end
+        redis.call('pexpire', KEYS[1], newttl)
+        return 1
+    `
+
+// Every TTL the proxy writes on a lock key stretches the restart guard, not
+// only those granted by acquires. A lock granted for 2 s is extended to
+// 30 s by each way a client can, then two masters restart empty (the guard
+// window is 1 s): 3 s after the grant a second client must still be refused.
+// With the stretch off, the guard covers only the 2 s of the grant, and the
+// second client gets the lock its holder keeps for 27 s more.
+func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
+	writers := []struct {
+		name   string
+		native bool // taken with LOCK.ACQUIRE
+		extend func(e *env, key string) (any, error)
+	}{
+		{"extend_script", false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
+		{"additive_extend_script", false, func(e *env, k string) (any, error) { return e.do("EVAL", redisPyExtend, 1, k, "A", 28000, "0") }},
+		{"LOCK.EXTEND", true, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
+		{"PEXPIRE", false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
+		{"EXPIREAT", false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
+		{"SET_XX_PX", false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
+		{"GETEX", false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
+	}
+	for _, w := range writers {
+		for _, stretch := range []bool{true, false} {
+			name := w.name + map[bool]string{true: "/on", false: "/off_grants_the_lock_twice"}[stretch]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				e, _ := newGuardedEnv(t, 3, time.Second, func(c *proxy.Config) {
+					if !stretch {
+						c.GuardsOff = []string{string(redlock.GuardTTLStretch)}
+					}
+				})
+				key := e.key("k")
+				granted := time.Now()
+				if w.native {
+					must(e.do("LOCK.ACQUIRE", key, 2000, "TOKEN", "A"))
+				} else {
+					mustEqual(t, "acquire", must(e.do("SET", key, "A", "NX", "PX", 2000)), any("OK"))
+				}
+				v, err := w.extend(e, key)
+				if err != nil || v == int64(0) {
+					t.Fatalf("extend: %v %v", v, err)
+				}
+				eventually(t, "extended on every master", func() bool {
+					n := 0
+					for _, m := range e.masters {
+						c := m.Client()
+						if p, _ := c.PTTL(t.Context(), key).Result(); p > 20*time.Second {
+							n++
+						}
+						c.Close()
+					}
+					return n == 3
+				})
+				e.masters[0].Restart()
+				e.masters[1].Restart()
+				for time.Since(granted) < 3*time.Second {
+					_, _ = e.do("GET", key) // the proxy reconnects, and sees the restarts
+					time.Sleep(100 * time.Millisecond)
+				}
+				b, err := e.do("SET", key, "B", "NX", "PX", 5000)
+				t.Logf("%s after the restarts: %v %v", fmt.Sprint(time.Since(granted).Round(time.Millisecond)), b, err)
+				switch {
+				case stretch && b == "OK":
+					t.Fatal("a second client was granted a lock extended to 30 s, 3 s after it was granted")
+				case !stretch && b != "OK":
+					t.Fatalf("with the stretch off the second client should (unsafely) be granted it; got %v %v", b, err)
+				}
+			})
+		}
+	}
+}
