@@ -65,9 +65,15 @@ func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
+// cmdReset gives the connection a fresh state, as Redis's RESET does, and
+// releases what it held: its pinned backend connection, and its leases (as
+// closing it would).
 func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if st.pinned != nil {
 		st.pinned.close()
+	}
+	if ls := st.leases.Load(); ls != nil {
+		ls.closeAll() // the leases release their locks on their own goroutines
 	}
 	*st = client{id: st.id}
 	c.WriteString("RESET")

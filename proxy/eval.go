@@ -73,9 +73,9 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case lock < len(keys):
 		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
 	case len(keys) > 1:
-		s.runMultiKeyScript(c, spec, strs(keys), argv)
+		s.runMultiKeyScript(c, st, spec, strs(keys), argv)
 	default:
-		s.runScript(c, spec, string(keys[0]), argv)
+		s.runScript(c, st, spec, string(keys[0]), argv)
 	}
 }
 
@@ -98,7 +98,7 @@ func strs(b [][]byte) []string {
 
 // runMultiKeyScript runs a script over several keys, all or none, and
 // answers the number of keys it acted on.
-func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []string, argv [][]byte) {
+func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, keys []string, argv [][]byte) {
 	token, ok := arg(argv, spec.tokenArg)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
@@ -135,6 +135,9 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []strin
 	case opRelease:
 		n, err = s.rl.ReleaseAll(ctx, keys, token)
 		s.m.done(opRelease, n > 0, err, time.Since(start))
+		for _, k := range keys {
+			st.releasedLease(k, token)
+		}
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
 		return
@@ -146,7 +149,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, spec *scriptSpec, keys []strin
 	c.WriteInt(n)
 }
 
-func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][]byte) {
+func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key string, argv [][]byte) {
 	token, ok := arg(argv, spec.tokenArg)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
@@ -162,6 +165,9 @@ func (s *Server) runScript(c redcon.Conn, spec *scriptSpec, key string, argv [][
 	case opRelease:
 		r, err := s.rl.Release(ctx, key, token)
 		s.m.done(opRelease, r.Released(q), err, time.Since(start))
+		if r.Deleted > 0 {
+			st.releasedLease(key, token)
+		}
 		switch {
 		case err != nil:
 			writeErr(c, err)

@@ -17,7 +17,7 @@ func Guards() []string {
 }
 
 // proxyGuards are the proxy's own guards.
-var proxyGuards []string
+var proxyGuards = []string{guardLeaseLapse}
 
 // guardsOff is the redlock option that switches off the client's guards
 // named in names.

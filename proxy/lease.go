@@ -1,45 +1,69 @@
 package proxy
 
 import (
-	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
-
-	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 // Connection-bound leases: LOCK.ACQUIRE key LEASE takes the lock with
 // proxy.lease_ttl and renews it (a quorum extend) every third of that
-// while the client's connection is open. Closing the connection releases
-// it (every hold of its token); if the proxy dies, it expires by its TTL.
-// A renewal that finds the token gone (released, or expired during an
-// outage of the masters) stops renewing.
+// while the client's connection is open. Closing the connection, or RESET
+// on it, releases it (every hold of its token); if the proxy dies, it
+// expires by its TTL.
+//
+// The client holds the lock while its connection is open: a lease that
+// cannot be renewed in time is lost, and the proxy closes the connection
+// rather than leave its client believing it holds a lock another may be
+// granted. Its validity (from the last renewal that reached a quorum) must
+// keep a third of the TTL in hand: a renewal that fails (NOQUORUM) is
+// tried again soon, and when the margin is reached without one, or a
+// renewal finds the token gone from a quorum (deleted by other means, or
+// expired), the connection is closed. No command of that connection is
+// answered once its lease's margin is reached (Server.dispatch), so a
+// reply on it means every lease it holds had a third of its TTL left
+// when the command was read.
+
+// guardLeaseLapse: a lease that cannot be renewed in time, or is found
+// gone, closes its client's connection; off, it only stops renewing (or
+// keeps trying) while its client goes on believing it holds the lock.
+const guardLeaseLapse = "lease-lapse"
 
 // leaseSet is one client's leases. It is made on the client's first lease;
-// closeAll runs in the server's closed callback and only signals.
+// closeAll runs in the server's closed callback (and RESET) and only
+// signals.
 type leaseSet struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[string]*lease // by key and token
+	lapse  func()            // closes the client's connection
+	// due is the earliest instant (ns after leaseEpoch) at which one of
+	// the leases reaches its margin unrenewed; 0: none.
+	due atomic.Int64
 }
+
+// leaseEpoch is the monotonic base of leaseSet.due.
+var leaseEpoch = time.Now()
 
 type lease struct {
 	key, token string
 	stop       chan struct{} // closed: release the lock and end
 	cancel     chan struct{} // closed: end without releasing (released already)
 	once       sync.Once
+	due        time.Time // under leaseSet.mu: renewed by then, or lost
 }
 
 func leaseID(key, token string) string { return key + "\x00" + token }
 
-// leasesOf returns the client's lease set, making it on first use.
-func (st *client) leasesOf() *leaseSet {
+// leasesOf returns the client's lease set, making it on first use; lapse
+// closes the client's connection.
+func (st *client) leasesOf(lapse func()) *leaseSet {
 	if ls := st.leases.Load(); ls != nil {
 		return ls
 	}
-	st.leases.CompareAndSwap(nil, &leaseSet{m: map[string]*lease{}})
+	st.leases.CompareAndSwap(nil, &leaseSet{m: map[string]*lease{}, lapse: lapse})
 	return st.leases.Load()
 }
 
@@ -54,16 +78,49 @@ func (ls *leaseSet) add(l *lease) bool {
 		old.once.Do(func() { close(old.cancel) }) // a reentrant LEASE: one renewer is enough
 	}
 	ls.m[leaseID(l.key, l.token)] = l
+	ls.refreshDue()
 	return true
 }
 
-// drop forgets a lease and ends its renewals without releasing the lock.
+// drop forgets a lease and ends its renewals without releasing the lock:
+// its client released it.
 func (ls *leaseSet) drop(key, token string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.m[leaseID(key, token)]; l != nil {
 		l.once.Do(func() { close(l.cancel) })
 		delete(ls.m, leaseID(key, token))
+		ls.refreshDue()
+	}
+}
+
+// dropKey is drop for every token of key.
+func (ls *leaseSet) dropKey(key string) {
+	ls.mu.Lock()
+	var tokens []string
+	for _, l := range ls.m {
+		if l.key == key {
+			tokens = append(tokens, l.token)
+		}
+	}
+	ls.mu.Unlock()
+	for _, t := range tokens {
+		ls.drop(key, t)
+	}
+}
+
+// releasedLease ends the renewal of the client's leases of key (of token
+// only, unless token is empty) without releasing: the client removed the
+// lock by other means than LOCK.RELEASE (an unlock script, DEL), and a
+// renewal would find it gone and close the connection.
+func (st *client) releasedLease(key, token string) {
+	ls := st.leases.Load()
+	switch {
+	case ls == nil:
+	case token == "":
+		ls.dropKey(key)
+	default:
+		ls.drop(key, token)
 	}
 }
 
@@ -72,10 +129,41 @@ func (ls *leaseSet) remove(l *lease) {
 	defer ls.mu.Unlock()
 	if ls.m[leaseID(l.key, l.token)] == l {
 		delete(ls.m, leaseID(l.key, l.token))
+		ls.refreshDue()
 	}
 }
 
-// closeAll tells every lease of a closed client to release its lock.
+// renewed sets until when l must be renewed next.
+func (ls *leaseSet) renewed(l *lease, due time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l.due = due
+	ls.refreshDue()
+}
+
+// refreshDue recomputes due; ls.mu held.
+func (ls *leaseSet) refreshDue() {
+	var first time.Time
+	for _, l := range ls.m {
+		if first.IsZero() || l.due.Before(first) {
+			first = l.due
+		}
+	}
+	if first.IsZero() {
+		ls.due.Store(0)
+		return
+	}
+	ls.due.Store(max(int64(first.Sub(leaseEpoch)), 1))
+}
+
+// lapsed reports whether a lease has reached its margin unrenewed.
+func (ls *leaseSet) lapsed(now time.Time) bool {
+	d := ls.due.Load()
+	return d != 0 && int64(now.Sub(leaseEpoch)) >= d
+}
+
+// closeAll tells every lease of a closed (or RESET) client to release its
+// lock.
 func (ls *leaseSet) closeAll() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -84,6 +172,7 @@ func (ls *leaseSet) closeAll() {
 		close(l.stop)
 	}
 	ls.m = nil
+	ls.due.Store(0)
 }
 
 // acquireLease grants a lock bound to the client's connection.
@@ -91,8 +180,10 @@ func (s *Server) acquireLease(c redcon.Conn, st *client, o acquireOpts) {
 	o.ttl = s.cfg.Proxy.LeaseTTL.Duration
 	g, err := s.acquireNative(c, o)
 	if g != nil {
-		l := &lease{key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{})}
-		ls := st.leasesOf()
+		now := time.Now()
+		l := &lease{key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
+			due: now.Add(g.Validity - o.ttl/3)}
+		ls := st.leasesOf(func() { _ = c.NetConn().Close() })
 		if !ls.add(l) {
 			close(l.stop) // the client left while it waited
 		}
@@ -103,13 +194,20 @@ func (s *Server) acquireLease(c redcon.Conn, st *client, o acquireOpts) {
 }
 
 // renewLease extends the lock every third of its TTL until the client's
-// connection closes (then releases it) or the lock is lost.
+// connection closes (then releases it), the client releases it, or the
+// lock is lost (then closes the connection). A renewal that fails is tried
+// again soon, until the margin.
 func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 	defer s.leasesActive.Add(-1)
 	defer ls.remove(l)
-	t := time.NewTicker(ttl / 3)
+	ls.mu.Lock()
+	due := l.due
+	ls.mu.Unlock()
+	margin := ttl / 3
+	expires := due.Add(margin) // the end of its validity, on every master that holds it
+	t := time.NewTimer(ttl / 3)
 	defer t.Stop()
-	expires := time.Now().Add(ttl) // at the latest, on every master that holds it
+	retry := 100 * time.Millisecond
 	for {
 		select {
 		case <-l.cancel:
@@ -118,15 +216,36 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 			s.releaseLease(l, expires)
 			return
 		case <-t.C:
-			sent := time.Now()
-			_, ok, err := s.extendNative(l.key, l.token, ttl)
-			if ok {
-				expires = sent.Add(ttl)
+		}
+		if !time.Now().Before(due) && !s.off(guardLeaseLapse) {
+			s.log.Warn().Str("key", l.key).Msg("lease lost: not renewed in time; closing its client's connection")
+			ls.lapse() // its stop comes next
+		}
+		v, ok, err := s.extendNative(l.key, l.token, ttl)
+		switch {
+		case ok:
+			expires = time.Now().Add(v)
+			due = expires.Add(-margin)
+			ls.renewed(l, due)
+			retry = 100 * time.Millisecond
+			t.Reset(ttl / 3)
+		case err == nil && !s.off(guardLeaseLapse):
+			s.log.Warn().Str("key", l.key).Msg("lease lost: its token no longer holds the lock; closing its client's connection")
+			ls.lapse() // its stop comes next
+		case err == nil:
+			s.log.Warn().Str("key", l.key).Msg("lease lost: its token no longer holds the lock; renewals stop")
+			return
+		default:
+			// Not known (NOQUORUM): it may still hold. Try again soon:
+			// after 100 ms, then twice as long each time, up to an eighth
+			// of the margin, so that a master back before the margin is
+			// reached is used in time.
+			next := min(retry, max(time.Until(due), time.Millisecond))
+			if s.off(guardLeaseLapse) {
+				next = ttl / 3
 			}
-			if !ok && !errors.Is(err, redlock.ErrNoQuorum) {
-				s.log.Warn().Str("key", l.key).Err(err).Msg("lease lost: its token no longer holds the lock; renewals stop")
-				return
-			}
+			retry = min(2*retry, max(margin/8, 100*time.Millisecond))
+			t.Reset(next)
 		}
 	}
 }

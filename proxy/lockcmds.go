@@ -210,6 +210,9 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			continue
 		}
 		ok, err := s.broadcastCount(args[0], key)
+		if ok || err != nil {
+			st.releasedLease(string(key), "") // it may be gone: the client removed it
+		}
 		if err != nil {
 			writeErr(c, err)
 			return

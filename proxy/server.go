@@ -226,6 +226,14 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 	if cc != nil && cc.gone() {
 		return
 	}
+	if st, _ := c.Context().(*client); st != nil {
+		if ls := st.leases.Load(); ls != nil && ls.lapsed(time.Now()) && !s.off(guardLeaseLapse) {
+			// A lease of this connection was not renewed in time: its
+			// client learns it by the close, never by a reply.
+			_ = c.Close()
+			return
+		}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			name := ""
