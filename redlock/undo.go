@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,8 +33,9 @@ type undoRetry struct {
 
 // retryUndo starts retrying, after its first try failed with err, the undo
 // on n that mk makes; tries stop when one lands, when the master answers
-// with an error (another try would get the same), or when a try could not
-// start before until.
+// with an error that another try would get too, or when a try could not
+// start before until. An error the master answers while it cannot run
+// commands for now (loading its data, busy with a script) is tried again.
 func (c *Client) retryUndo(n *node, key string, err error, until time.Time, mk func() *call) {
 	r := &undoRetry{c: c, n: n, key: key, mk: mk, until: until, wait: c.opts.nodeTimeout}
 	r.failed(err)
@@ -41,7 +43,7 @@ func (c *Client) retryUndo(n *node, key string, err error, until time.Time, mk f
 
 func (r *undoRetry) failed(err error) {
 	var re redis.Error
-	if errors.Is(err, errClosed) || errors.As(err, &re) {
+	if errors.Is(err, errClosed) || errors.As(err, &re) && !transientReply(re) {
 		if re != nil {
 			r.n.undoLog(undoAnswered, "redlock: rollback of %q on master %s answered %v", r.key, r.n.addr, err)
 		}
@@ -62,6 +64,19 @@ func (r *undoRetry) failed(err error) {
 	}
 	time.AfterFunc(r.wait, r.try)
 	r.wait = min(2*r.wait, maxUndoWait)
+}
+
+// transientReply reports whether an error reply says the master could not
+// run the command now, but will later: loading its data at start (LOADING),
+// running a script past the busy threshold (BUSY), or refusing writes
+// until it can persist again (MISCONF).
+func transientReply(re redis.Error) bool {
+	for _, p := range []string{"LOADING ", "BUSY ", "MISCONF ", "TRYAGAIN ", "MASTERDOWN "} {
+		if strings.HasPrefix(re.Error(), p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *undoRetry) try() {

@@ -38,14 +38,20 @@ func TestFailedRollbackIsRetried(t *testing.T) {
 				name = kind.name + "/no_retry_shows_the_key_left_held"
 			}
 			t.Run(name, func(t *testing.T) {
-				failedRollback(t, kind.acquire, retry)
+				failedRollback(t, kind.acquire, retry, false)
 			})
 		}
+		// The master then answers the retries BUSY (a script runs past its
+		// busy threshold) for a second: they go on until it answers.
+		t.Run(kind.name+"/retried_through_busy", func(t *testing.T) {
+			failedRollback(t, kind.acquire, true, true)
+		})
 	}
 }
 
-func failedRollback(t *testing.T, acquire func(context.Context, *Client) (bool, error), retry bool) {
-	ms := redistest.StartN(t, 3)
+func failedRollback(t *testing.T, acquire func(context.Context, *Client) (bool, error), retry, busy bool) {
+	ms := redistest.StartN(t, 2)
+	ms = append(ms, redistest.Start(t, "--busy-reply-threshold", "50"))
 	relay := redistest.NewRelay(t, ms[2].Addr)
 	var logMu sync.Mutex
 	var logs []string
@@ -94,6 +100,17 @@ func failedRollback(t *testing.T, acquire func(context.Context, *Client) (bool, 
 	time.Sleep(500 * time.Millisecond)
 	if v, _ := m2.Get(ctx, "k").Result(); v != "tok" {
 		t.Fatalf("the late vote should have landed on the third master, which holds %q: the test shows nothing", v)
+	}
+	if busy {
+		bc, kc := ms[2].Client(), ms[2].Client()
+		defer bc.Close()
+		defer kc.Close()
+		go bc.Eval(ctx, "while true do end", nil)
+		time.Sleep(100 * time.Millisecond)
+		if err := kc.Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "BUSY") {
+			t.Fatalf("the third master should answer BUSY: %v", err)
+		}
+		time.AfterFunc(time.Second, func() { kc.ScriptKill(ctx) })
 	}
 	relay.Delay.Store(0) // the master answers in time again
 
