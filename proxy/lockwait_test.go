@@ -216,3 +216,46 @@ func TestLockCmdWaitClientGone(t *testing.T) {
 		t.Fatalf("a lock for the departed client: %v", vals)
 	}
 }
+
+// A REENTRANT WAIT by the token that holds the key is granted at once,
+// ahead of the clients waiting for it: they wait for that token's holds
+// to end anyway, and a nested blocking lock would otherwise wait for
+// itself until its WAIT ran out.
+func TestLockCmdReentrantWaitByHolder(t *testing.T) {
+	e := newEnv(t, 3, slowPoll)
+	key := e.key("k")
+	gr := grantReader(t)
+	if _, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 30000, "TOKEN", "t")); !ok {
+		t.Fatal("holder not granted")
+	}
+	w := e.client()
+	defer w.Close()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := w.Do(context.Background(), "LOCK.ACQUIRE", key, 30000, "TOKEN", "w", "WAIT", 20000).Result()
+		waited <- err
+	}()
+	eventually(t, "the other client waits", func() bool { return waiters(t, e.c) == 1 })
+	start := time.Now()
+	_, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 30000, "TOKEN", "t", "REENTRANT", "WAIT", 1000))
+	if !ok {
+		t.Fatal("the holder's nested REENTRANT WAIT was not granted: it queued behind the waiter for the lock it holds")
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("the nested acquire took %v", d)
+	}
+	info := must(e.do("LOCK.INFO", key)).([]any)
+	mustEqual(t, "holds", info[7], any(int64(2)))
+	// The waiter is served once both holds are given back.
+	mustEqual(t, "first release", must(e.do("LOCK.RELEASE", key, "t")), any(int64(1)))
+	mustEqual(t, "the waiter still waits", waiters(t, e.c), 1)
+	mustEqual(t, "second release", must(e.do("LOCK.RELEASE", key, "t")), any(int64(1)))
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter was not granted the lock after the last hold was given back")
+	}
+}

@@ -131,15 +131,21 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	if g != nil && o.wait > 0 && clientGone(c) {
-		// Granted after the client left: nobody will use or release it.
-		ctx, cancel := s.opContext()
-		if r, err := s.rl.ReleaseFencedAll(ctx, o.key, g.Token); err == nil && r.Freed {
-			s.waits.wake(o.key)
-		}
-		cancel()
+		s.undoGrant(o.key, g) // granted after the client left: nobody will use or release it
 		return
 	}
 	writeGrant(c, g, err)
+}
+
+// undoGrant gives back the hold a grant added: one hold, so that a
+// reentrant grant leaves the holds that other grants of the token added
+// (its holder may be another connection).
+func (s *Server) undoGrant(key string, g *redlock.FenceGrant) {
+	ctx, cancel := s.opContext()
+	defer cancel()
+	if r, err := s.rl.ReleaseFenced(ctx, key, g.Token); err == nil && r.Freed {
+		s.waits.wake(key)
+	}
 }
 
 // clientGone reports whether c's client has closed its connection.
@@ -163,11 +169,24 @@ func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 }
 
 // acquireNative runs one fenced acquire, or, with WAIT, waits its turn
-// among this proxy's waiters for the key (see lockwait.go).
+// among this proxy's waiters for the key (see lockwait.go). A reentrant
+// WAIT whose token already holds the key is granted at once, ahead of the
+// waiters: they wait for that token's holds to end anyway, and a nested
+// lock would otherwise wait for itself.
 func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*redlock.FenceGrant, error) {
 	if o.wait <= 0 {
 		g, _, err := s.fencedOnce(o)
 		return g, err
+	}
+	if o.reentrant {
+		ctx, cancel := s.opContext()
+		start := time.Now()
+		r, err := s.rl.ReenterFenced(ctx, o.key, o.token, o.ttl)
+		cancel()
+		if r.Grant != nil {
+			s.m.acquire(err, time.Since(start))
+			return r.Grant, nil
+		}
 	}
 	gone := func() bool { return clientGone(c) }
 	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*redlock.FenceGrant, time.Duration, error) {

@@ -97,11 +97,33 @@ type fenceVote struct {
 // reentrant, a key that token already holds is granted again, with one more
 // hold and the same number. Errors are those of Acquire.
 func (c *Client) AcquireFenced(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (FenceResult, error) {
+	mode := fenceNew
+	if reentrant {
+		mode = fenceReentrant
+	}
+	return c.acquireFenced(ctx, key, token, ttl, mode)
+}
+
+// ReenterFenced is AcquireFenced with reentrant, granted only when token
+// already holds key: a free key is not taken (ErrHeld, as for a key held
+// by another token).
+func (c *Client) ReenterFenced(ctx context.Context, key, token string, ttl time.Duration) (FenceResult, error) {
+	return c.acquireFenced(ctx, key, token, ttl, fenceReentry)
+}
+
+// The modes of fenceAcquireScript (ARGV[3]).
+const (
+	fenceNew       = "0" // a free key only
+	fenceReentrant = "1" // a free key, or one the token holds
+	fenceReentry   = "2" // a key the token holds only
+)
+
+func (c *Client) acquireFenced(ctx context.Context, key, token string, ttl time.Duration, mode string) (FenceResult, error) {
 	if ttl <= 0 {
 		return FenceResult{}, errors.New("redlock: a fenced lock needs a positive TTL")
 	}
 	for attempt := 0; ; attempt++ {
-		r, err := c.acquireFencedOnce(ctx, key, token, ttl, reentrant)
+		r, err := c.acquireFencedOnce(ctx, key, token, ttl, mode)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
 			return r, err
 		}
@@ -111,20 +133,16 @@ func (c *Client) AcquireFenced(ctx context.Context, key, token string, ttl time.
 	}
 }
 
-func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (FenceResult, error) {
+func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl time.Duration, mode string) (FenceResult, error) {
 	if ok := c.votersAvailable(); ok < c.quorum {
 		return FenceResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
 	}
 	c.WaitWrites(ctx, key)
 	keys, attempt := FenceKeys(key), newAttemptID()
-	re := "0"
-	if reentrant {
-		re = "1"
-	}
 	c.flights.begin(keys[:1], len(c.nodes))
 	c.noteTTL(ttl, true)
 	start := time.Now()
-	args := []any{token, ttl.Milliseconds(), re, attempt}
+	args := []any{token, ttl.Milliseconds(), mode, attempt}
 	ch := fanoutScript(c, fenceAcquireScript, keys, args, parseFenceVote, nil)
 	// Every master's counter counts towards the number: wait for all.
 	t, got := countVotes(c, ch, "", nil, func(v fenceVote) vote {

@@ -6,7 +6,8 @@ package redlock
 // see a fenced lock as any other lock.
 
 // fenceAcquireScript takes KEYS[1] for the token ARGV[1] with TTL ARGV[2] ms.
-// ARGV[3] is "1" for a reentrant acquire, ARGV[4] identifies this attempt
+// ARGV[3] is "1" for a reentrant acquire, "2" for a reentry only (a free
+// key is not taken: {0, counter, "", -2}), ARGV[4] identifies this attempt
 // (fenceUndoScript undoes exactly it).
 //
 // Free key: SET it, INCR the counter (never expires), start the state hash
@@ -23,6 +24,7 @@ local v = redis.call('GET', KEYS[1])
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if c == nil then return redis.error_reply('ERR redlock-proxy: the fencing counter of this key is not a number') end
 local ttl = tonumber(ARGV[2])
+if v == false and ARGV[3] == '2' then return {0, c, '', -2} end
 if v == false then
   c = c + 1
   redis.call('SET', KEYS[2], c)
@@ -32,7 +34,7 @@ if v == false then
   redis.call('PEXPIRE', KEYS[3], ttl)
   return {1, c, 1}
 end
-if v == ARGV[1] and ARGV[3] == '1' then
+if v == ARGV[1] and (ARGV[3] == '1' or ARGV[3] == '2') then
   if redis.call('HGET', KEYS[3], 'token') ~= v then redis.call('DEL', KEYS[3]) end
   local h = tonumber(redis.call('HGET', KEYS[3], 'holds') or '1') + 1
   local f = tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')
