@@ -40,6 +40,7 @@ func init() {
 		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel, "getex": cmdGetEx,
 
 		"eval": cmdEval, "evalsha": cmdEval, "script": cmdScript,
+		"eval_ro": cmdOtherScript, "evalsha_ro": cmdOtherScript, "fcall": cmdOtherScript, "fcall_ro": cmdOtherScript,
 		"lock.acquire": cmdLockAcquire, "lock.release": cmdLockRelease, "lock.extend": cmdLockExtend, "lock.info": cmdLockInfo,
 
 		"multi": cmdMulti, "exec": cmdExec, "discard": cmdDiscard,
@@ -50,6 +51,9 @@ func init() {
 		"monitor": cmdRefuse, "sync": cmdRefuse, "psync": cmdRefuse, "replicaof": cmdRefuse,
 		"slaveof": cmdRefuse, "shutdown": cmdRefuse, "swapdb": cmdRefuse, "move": cmdRefuse,
 		"migrate": cmdRefuse, "failover": cmdRefuse,
+
+		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
+		"acl": cmdAdmin, "module": cmdAdmin,
 	}
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
@@ -222,6 +226,7 @@ var lockCommands = map[string]struct{}{
 	"set": {}, "setnx": {}, "get": {}, "exists": {}, "del": {}, "unlink": {}, "pttl": {},
 	"ttl": {}, "pexpire": {}, "expire": {}, "pexpireat": {}, "expireat": {}, "persist": {},
 	"setex": {}, "psetex": {}, "getdel": {}, "getex": {}, "eval": {}, "evalsha": {},
+	"eval_ro": {}, "evalsha_ro": {}, "fcall": {}, "fcall_ro": {},
 	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
 }
 
@@ -232,7 +237,7 @@ func (s *Server) touchesLockKey(name string, args [][]byte) bool {
 	}
 	keys := args[1:2]
 	switch name {
-	case "eval", "evalsha":
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
 		keys = nil
 		if len(args) > 2 {
 			if n, err := parseInt(args[2]); err == nil && n > 0 && int(n) <= len(args)-3 {
