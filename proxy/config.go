@@ -128,6 +128,12 @@ type ProxyConfig struct {
 	// LeaseTTL is the TTL of a LOCK.ACQUIRE … LEASE lock, renewed every
 	// third of it while the client's connection is open.
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// UnknownScripts is what becomes of a script the proxy does not
+	// recognise (EVAL, EVALSHA, their _RO forms, FCALL) whose keys include
+	// a lock key: "refuse" (the default) answers an error that says how
+	// to declare it ([[scripts]]); "passthrough" runs it on the backend
+	// alone, where it changes one master's copy of the lock.
+	UnknownScripts string `toml:"unknown_scripts"`
 	// Procs is how many threads run the proxy's Go code at once
 	// (GOMAXPROCS), set by the program that runs the Server. 0 leaves Go's
 	// choice: the GOMAXPROCS environment variable, else one per CPU the
@@ -191,7 +197,7 @@ func DefaultConfig() Config {
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
 			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
-			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second},
+			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, UnknownScripts: "refuse",
 			GCHeadroom: 16 << 20,
 		},
 		Redlock: RedlockConfig{
@@ -271,6 +277,8 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.lock_wait_poll: must be positive")
 	case c.Proxy.LeaseTTL.Duration < 30*time.Millisecond:
 		return errors.New("proxy.lease_ttl: must be at least 30ms")
+	case c.Proxy.UnknownScripts != "refuse" && c.Proxy.UnknownScripts != "passthrough":
+		return fmt.Errorf("proxy.unknown_scripts: %q is not refuse or passthrough", c.Proxy.UnknownScripts)
 	}
 	if c.Metrics.Listen != "" {
 		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {

@@ -65,9 +65,11 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case spec != nil && lock > 0 && len(keys) > 1 && !spec.multi:
 		// On the backend it would act on one master's copy of the lock.
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
-	case (spec == nil || lock == 0) && src == "":
+	case (spec == nil || lock == 0 || spec.kind == opNotALock) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil || lock == 0:
+	case spec == nil && lock > 0 && s.cfg.Proxy.UnknownScripts == "refuse":
+		c.WriteError(unknownScriptOnLockKey)
+	case spec == nil || lock == 0 || spec.kind == opNotALock:
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
 	case lock < len(keys):
@@ -77,6 +79,29 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		s.runScript(c, st, spec, string(keys[0]), argv)
 	}
+}
+
+// unknownScriptOnLockKey refuses a script the proxy does not recognise
+// whose keys include a lock key: on the backend it would change one
+// master's copy of the lock (an unlock there answers "released" while the
+// lock stays on the others).
+const unknownScriptOnLockKey = "ERR redlock-proxy: this script is not a lock script the proxy knows, and its keys include a lock key (proxy.lock_keys): on one master it would change that master's copy alone. Declare it in [[scripts]] to run it on the quorum, or set proxy.unknown_scripts = \"passthrough\""
+
+// cmdOtherScript serves EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO: scripts
+// and functions the proxy does not recognise, passed through unless their
+// keys include a lock key.
+func cmdOtherScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if len(args) >= 3 && s.cfg.Proxy.UnknownScripts == "refuse" {
+		if n, err := parseInt(args[2]); err == nil && n > 0 && n <= int64(len(args)-3) {
+			for _, k := range args[3 : 3+n] {
+				if s.isLockKey(k) {
+					c.WriteError(unknownScriptOnLockKey)
+					return
+				}
+			}
+		}
+	}
+	s.forward(c, st, args, false)
 }
 
 func (s *Server) allLockKeys(keys [][]byte) bool {

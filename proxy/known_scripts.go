@@ -21,6 +21,10 @@ const (
 	opRWExtend  // renew the token's hold
 	opRWRelease // remove the token
 	opRWHeld    // whether the token holds the key
+	// A library's own script that is not a lock operation: it runs on the
+	// backend as it is, even on a lock key (proxy.unknown_scripts does not
+	// refuse it).
+	opNotALock
 )
 
 // Raw replies used by the script table.
@@ -132,6 +136,9 @@ var knownScripts = map[string]*scriptSpec{
 	"9d9428c355c9b0b9f7715b2aff124bec14160056": {name: "Symfony delete", kind: opRWRelease, tokenArg: 0, ok: rOne, notOwned: rNil, absent: rNil},
 	"0c77bafc6b9e48ba001199b3012319d11cebfb0a": symfonyExists,
 	"86a7d5a034ce28460ceeb2cc0d07b713d9863558": symfonyExists,
+	// Symfony Lock RedisStore 5.2 and later asks once whether scripts may
+	// call TIME: SET symfony_check_support_time 1 PX 1.
+	"ae83ba9b54b4150309803e466914769c75170175": {name: "Symfony TIME probe", kind: opNotALock},
 }
 
 var (

@@ -131,8 +131,10 @@ func TestReleaseOnMinorityAnswersZero(t *testing.T) {
 	eventually(t, "minority copy deleted", func() bool { return count(e.onMasters(key), "") == 3 })
 }
 
+// A script the proxy does not recognise, on keys that are not lock keys,
+// passes through to the backend.
 func TestUnrecognisedScriptPassesThrough(t *testing.T) {
-	e := newEnv(t, 3, nil)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
 	v, err := e.do("EVAL", "return redis.call('incrby', KEYS[1], ARGV[1])", 1, e.key("n"), 5)
 	if err != nil {
 		t.Fatal(err)
@@ -201,15 +203,18 @@ func TestKnownLibraryScriptBySHAWithoutLoad(t *testing.T) {
 }
 
 // An operator's own unlock script, taught through [[scripts]], runs on the
-// quorum; untaught, the same script runs on the backend alone and leaves the
-// lock on the other masters.
+// quorum; untaught, it is refused (with proxy.unknown_scripts =
+// "passthrough", the same script runs on the backend alone and leaves the
+// lock on the other masters).
 func TestCustomScriptFromConfig(t *testing.T) {
 	const mine = `local v = redis.call('get', KEYS[1]) if v == ARGV[2] then return redis.call('del', KEYS[1]) end return -7`
 	for _, taught := range []bool{true, false} {
-		t.Run(map[bool]string{true: "taught", false: "untaught"}[taught], func(t *testing.T) {
+		t.Run(map[bool]string{true: "taught", false: "untaught_passed_through"}[taught], func(t *testing.T) {
 			e := newEnv(t, 3, func(c *proxy.Config) {
 				if taught {
 					c.Scripts = []proxy.ScriptConfig{{File: "mine.lua", Source: mine, Op: "release", TokenArg: 2, OK: int64(1), NotOwned: int64(-7)}}
+				} else {
+					c.Proxy.UnknownScripts = "passthrough"
 				}
 			})
 			key := e.key("k")
