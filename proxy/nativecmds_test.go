@@ -301,7 +301,9 @@ func TestFenceTwoProxiesMonotonic(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				if err := c.Do(ctx, "LOCK.RELEASE", "fenced", v.([]any)[0]).Err(); err != nil {
+				// A lock held on a bare quorum that includes the master that
+				// restarts cannot be told released while it is guarded.
+				if err := c.Do(ctx, "LOCK.RELEASE", "fenced", v.([]any)[0]).Err(); err != nil && !strings.HasPrefix(err.Error(), "NOQUORUM") {
 					t.Errorf("release: %v", err)
 					return
 				}

@@ -153,6 +153,10 @@ func (s *Server) Serve() error {
 	return s.serveClients(ln)
 }
 
+// InitMasters declares the masters a new deployment (redlock.Client's
+// InitMasters): call it before Serve, on masters just created empty.
+func (s *Server) InitMasters(ctx context.Context) error { return s.rl.InitMasters(ctx) }
+
 // closeWait bounds how long Close lets clients finish the commands they
 // sent before it closes their connections.
 const closeWait = 5 * time.Second

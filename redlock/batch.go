@@ -35,9 +35,13 @@ type call struct {
 	to       replier          // in place of done: to.reply(idx, …)
 	idx      int
 
-	res  redis.Cmd // the reply
-	sent bool      // written, reply not yet read
+	res      redis.Cmd // the reply
+	sent     bool      // written, reply not yet read
+	readOnly bool      // changes nothing on the master (a check)
 }
+
+// writes reports whether c may change what the master holds.
+func (c *call) writes() bool { return !c.readOnly && (c.script == nil || !c.script.readOnly) }
 
 // replier receives the replies of several calls, told apart by idx.
 type replier interface {

@@ -34,11 +34,19 @@ import (
 // on NOSCRIPT.
 type script struct {
 	src, hash string
+	readOnly  bool // reads only: a batch of these is not followed by a seq raise
 }
 
 func newScript(src string) *script {
 	h := sha1.Sum([]byte(src))
 	return &script{src: src, hash: hex.EncodeToString(h[:])}
+}
+
+// newReadScript is newScript for a script that writes nothing.
+func newReadScript(src string) *script {
+	s := newScript(src)
+	s.readOnly = true
+	return s
 }
 
 // Hash is the script's SHA1, as SCRIPT LOAD would answer it.
@@ -62,10 +70,11 @@ const (
 )
 
 type mconn struct {
-	nc   net.Conn
-	br   *bufio.Reader
-	buf  []byte    // the batch being written
-	used time.Time // when its last batch was taken (written just after)
+	runID string // the master process it reached
+	nc    net.Conn
+	br    *bufio.Reader
+	buf   []byte    // the batch being written
+	used  time.Time // when its last batch was taken (written just after)
 }
 
 // idleCheck is how long a connection may sit unused before it is checked
@@ -118,25 +127,26 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 	if ro.DB != 0 {
 		hello = append(hello, []any{"select", ro.DB})
 	}
-	hello = append(hello, []any{"info", "server", "persistence"})
-	vals, err := m.exchange(deadline, hello...)
+	if len(hello) > 0 {
+		if _, err := m.exchange(deadline, hello...); err != nil {
+			return err
+		}
+	}
+	do := func(args ...any) (any, error) {
+		vals, err := m.exchange(deadline, args)
+		if len(vals) == 0 {
+			return nil, err
+		}
+		return vals[0], err
+	}
+	st, err := n.inspect(do, false)
 	if err != nil {
 		return err
 	}
-	info, _ := vals[len(vals)-1].(string)
-	runID, uptime, aof := parseServerInfo(info)
-	durable := false
-	if aof {
-		// CONFIG may be renamed away; then the master is not known durable.
-		v, err := m.exchange(deadline, []any{"config", "get", "appendfsync"})
-		if err != nil && !isReplyError(err) {
-			return err
-		}
-		if kv, ok := v[0].([]any); err == nil && ok && len(kv) == 2 {
-			durable = kv[1] == "always"
-		}
+	m.runID = st.runID
+	if n.observe(st, time.Now()) {
+		markDoubt(do, st.runID)
 	}
-	n.observe(runID, uptime, durable, time.Now())
 	return nil
 }
 
@@ -225,7 +235,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	}
 	m := w.conn
 	m.buf = m.buf[:0]
-	sent := 0
+	sent, writes := 0, false
 	for _, c := range calls {
 		mark := len(m.buf)
 		var err error
@@ -244,9 +254,16 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		}
 		c.sent = true
 		sent++
+		writes = writes || c.writes()
 	}
 	if sent == 0 {
 		return
+	}
+	// On a master trusted to keep its data, lock writes are followed by a
+	// raise of its record's seq: if that survives a restart, they did.
+	seq := writes && w.b.n.countsSeq()
+	if seq {
+		m.buf = append(m.buf, seqCommand...)
 	}
 	m.used = now
 	if err := m.flush(deadline); err != nil {
@@ -267,6 +284,16 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 			c.res.SetErr(err)
 		} else {
 			c.res.SetVal(v)
+		}
+	}
+	if seq {
+		v, err := m.readReply()
+		if err != nil && err != redis.Nil && !isReplyError(err) {
+			fail(err)
+			return
+		}
+		if n, ok := v.(int64); ok {
+			w.b.n.noteSeq(m.runID, n)
 		}
 	}
 }

@@ -108,7 +108,7 @@ return 1`)
 
 // fenceInfoScript answers {token or nil, PTTL, counter or nil, fence or
 // nil, holds or nil}; fence and holds only from a state of the token.
-var fenceInfoScript = newScript(`
+var fenceInfoScript = newReadScript(`
 local v = redis.call('GET', KEYS[1])
 local f, h = false, false
 if v and redis.call('HGET', KEYS[3], 'token') == v then

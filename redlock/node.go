@@ -1,11 +1,8 @@
 package redlock
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,7 +24,10 @@ type node struct {
 	guardUntil time.Time // votes do not count before this instant
 	lostAt     time.Time // when it was last seen to lose its data (a restart, a clock jump)
 	restarts   int
-	durable    bool
+	durable    atomic.Bool // persists every write, at its last check
+	datasetID  string      // its record's id
+	seqSeen    int64       // the highest seq its current process acknowledged
+	doubted    string      // the run_id whose doubt, marked by another client, was adopted
 	up         bool
 	down       bool                 // failed downAfter times in a row: not sent to until a probe answers
 	fails      int                  // consecutive failures
@@ -67,78 +67,19 @@ func newNode(i int, addr string, o *options) *node {
 	return n
 }
 
-// onConnect checks every new connection's run_id and uptime before anything
-// it answers can count as a vote: pools reconnect on their own, so a restart
-// between two probes is caught here.
+// onConnect checks every new connection's run_id, uptime and record
+// before anything it answers can count as a vote: pools reconnect on their
+// own, so a restart between two probes is caught here.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server", "persistence").Result()
+	do := func(args ...any) (any, error) { return cn.Do(ctx, args...).Result() }
+	st, err := n.inspect(do, false)
 	if err != nil {
 		return err
 	}
-	runID, uptime, aof := parseServerInfo(info)
-	durable := false
-	if aof {
-		// CONFIG may be renamed away; then the master is not known durable.
-		v, err := cn.ConfigGet(ctx, "appendfsync").Result()
-		durable = err == nil && v["appendfsync"] == "always"
+	if n.observe(st, time.Now()) {
+		markDoubt(do, st.runID)
 	}
-	n.observe(runID, uptime, durable, time.Now())
 	return nil
-}
-
-func parseServerInfo(info string) (runID string, uptime time.Duration, aof bool) {
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "run_id":
-			runID = v
-		case "uptime_in_seconds":
-			s, _ := strconv.ParseInt(v, 10, 64)
-			uptime = time.Duration(s) * time.Second
-		case "aof_enabled":
-			aof = v == "1"
-		}
-	}
-	return runID, uptime, aof
-}
-
-// observe records a master's run_id. A master seen for the first time that
-// has been up for less than the guard window, or one whose run_id changed,
-// is guarded until the window has passed since it started. The reported
-// uptime is truncated to whole seconds, which only lengthens the guard. A
-// durable master (AOF with appendfsync always) reloads every lock it
-// acknowledged, so its restart forgets nothing and is not guarded.
-func (n *node) observe(runID string, uptime time.Duration, durable bool, now time.Time) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.runID == runID {
-		// Seen before with this run_id: it has not restarted since, and
-		// every lock it voted for through this client is still in it.
-		n.durable = durable
-		return
-	}
-	restarted := n.runID != ""
-	if restarted {
-		n.restarts++
-		n.logf("redlock: master %s restarted (run_id %s -> %s, up %s)", n.addr, n.runID, runID, uptime)
-	}
-	n.runID = runID
-	n.durable = durable
-	w := n.opts.guardWindow
-	if w == 0 || durable || !restarted && uptime >= w {
-		return // every lock granted before its start has expired
-	}
-	if restarted {
-		n.lostAt = now
-	}
-	if until := n.guardEnd(now.Add(-uptime)); until.After(n.guardUntil) {
-		n.guardUntil = until
-		n.logf("redlock: master %s (up %s) does not vote for %s: restart guard", n.addr, uptime, until.Sub(now).Round(time.Millisecond))
-	}
 }
 
 func (n *node) logf(format string, args ...any) {
@@ -227,7 +168,7 @@ func (n *node) status() MasterStatus {
 	}
 	st := MasterStatus{
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
-		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable, LastError: n.lastErr, LastLatency: n.latency,
+		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable.Load(), LastError: n.lastErr, LastLatency: n.latency,
 	}
 	st.RollbackFailures = n.undoFailures.Load()
 	if n.batch != nil {

@@ -126,7 +126,9 @@ const (
 )
 
 // Guards lists every guard WithGuardsOff knows.
-func Guards() []Guard { return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch} }
+func Guards() []Guard {
+	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence}
+}
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that
 // show what each guard prevents: a client with any of them off can grant a
@@ -179,8 +181,14 @@ func (c *Client) prober() {
 		defer t.Stop()
 		probe = t.C
 	}
-	if c.opts.clockEvery > 0 && c.opts.guardWindow > 0 {
-		t := time.NewTicker(c.opts.clockEvery)
+	if c.opts.guardWindow > 0 {
+		// Persistence and records are checked as often as clocks, and
+		// every second with the clock check off.
+		every := c.opts.clockEvery
+		if every == 0 {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		clock = t.C
 	}
@@ -196,7 +204,10 @@ func (c *Client) prober() {
 			}
 		case <-clock:
 			for _, n := range c.nodes {
-				go n.checkClock(ctx)
+				go n.check(ctx)
+				if c.opts.clockEvery > 0 {
+					go n.checkClock(ctx)
+				}
 			}
 		}
 	}

@@ -83,7 +83,7 @@ if m then redis.call('PEXPIREAT', key, m) end
 return 1`)
 
 // rwHeldScript answers 1 when token ARGV[1] holds KEYS[1] unexpired, else 0.
-var rwHeldScript = newScript(`
+var rwHeldScript = newReadScript(`
 local key, token = KEYS[1], ARGV[1]
 local ty = redis.call('TYPE', key).ok
 if ty ~= 'zset' then return 0 end

@@ -42,7 +42,7 @@ end
 return {1, redis.call('PTTL', KEYS[1])}`)
 
 // readScript answers the value and the PTTL of KEYS[1] in one step.
-var readScript = newScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+var readScript = newReadScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
 
 // acquireAllScript takes every key in KEYS for ARGV[1] with TTL ARGV[2] ms
 // (0: none) when none of them exists: {1}; else {0, value of a taken key}.

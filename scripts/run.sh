@@ -4,7 +4,11 @@
 # metrics on http://127.0.0.1:9380/. Ctrl-C stops all four.
 #
 # The masters persist every write (appendonly yes, appendfsync always), so a
-# restarted master remembers its locks and the restart guard is not needed.
+# restarted master remembers its locks, and the proxy, which checks that it
+# did (its record survived, see redlock/evidence.go), lets it vote at once.
+# Masters created here for the first time are declared a new deployment
+# (-init-masters), so that the restart guard does not hold them back for
+# restart_guard_window at the first start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -15,7 +19,9 @@ data="${REDLOCK_PROXY_DATA:-/tmp/redlock-proxy}"
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
+fresh=0
 for port in 7001 7002 7003; do
+  [ -d "$data/$port" ] || fresh=$((fresh + 1))
   mkdir -p "$data/$port"
   redis-server --port "$port" --bind 127.0.0.1 --dir "$data/$port" --save "" \
     --appendonly yes --appendfsync always --logfile "$data/$port/redis.log" &
@@ -24,6 +30,9 @@ done
 for port in 7001 7002 7003; do
   until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 done
+if [ "$fresh" = 3 ]; then
+  bin/redlock-proxy -config config.toml -init-masters
+fi
 echo "masters up on 7001 7002 7003; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000); status page on http://127.0.0.1:9380/"
 bin/redlock-proxy -config config.toml -metrics-listen 127.0.0.1:9380 &
 pids+=($!)

@@ -40,6 +40,7 @@ func run(args []string, stderr io.Writer) error {
 	path := fs.String("config", "config.toml", "configuration file (TOML)")
 	check := fs.Bool("check-config", false, "validate the configuration and exit")
 	version := fs.Bool("version", false, "print the version and exit")
+	initMasters := fs.Bool("init-masters", false, "declare the masters a new deployment (each empty, never used for locks), so that the restart guard does not hold them back at the first start; then exit")
 	over := overrides{}
 	for _, o := range overrideTable {
 		fs.Func(o.flag, o.help+" (env "+o.env+"; overrides the config file)", func(v string) error {
@@ -80,6 +81,16 @@ func run(args []string, stderr io.Writer) error {
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		return err
+	}
+	if *initMasters {
+		defer srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.InitMasters(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "masters declared a new deployment: %s\n", strings.Join(cfg.Redlock.Masters, ", "))
+		return nil
 	}
 	if _, err := srv.Listen(); err != nil {
 		return err

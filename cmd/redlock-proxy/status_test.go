@@ -20,7 +20,8 @@ import (
 )
 
 // The status page, rendered by headless Chromium from the real binary in
-// front of real masters: two durable masters that vote, one fresh master
+// front of real masters of a new deployment (-init-masters): two durable
+// masters that vote, one fresh master that does not persist its writes,
 // held back by the restart guard, then one durable master killed.
 // REDLOCK_PROXY_SCREENSHOT=dir also saves screenshots of both states there.
 func TestStatusPageInChromium(t *testing.T) {
@@ -39,6 +40,9 @@ listen = "127.0.0.1:%d"
 [log]
 format = "json"
 `, port, strings.Join(redistest.Addrs(masters), `", "`), mport))
+	if out, err := exec.Command(binary, "-config", cfg, "-init-masters").CombinedOutput(); err != nil {
+		t.Fatalf("-init-masters: %v\n%s", err, out)
+	}
 	startBinary(t, cfg)
 	base := fmt.Sprintf("http://127.0.0.1:%d", mport)
 	waitHTTP(t, base+"/readyz", 200)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 type Server struct {
 	Addr string
 	Port int
+	Dir  string // its data directory
 	t    testing.TB
 	args []string
 	cmd  *exec.Cmd
@@ -55,10 +57,10 @@ func FreePort(t testing.TB) int {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Require(t)
-	s := &Server{t: t, Port: FreePort(t)}
+	s := &Server{t: t, Port: FreePort(t), Dir: t.TempDir()}
 	s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
 	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "no"}, extra...)
+		"--appendonly", "no", "--dir", s.Dir, "--protected-mode", "no"}, extra...)
 	s.start()
 	t.Cleanup(s.Kill)
 	return s
@@ -116,12 +118,33 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart kills the server and starts a new, empty one on the same port.
+// Restart kills the server and starts a new one on the same port: empty,
+// unless its arguments make it persist its data (Durable).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
 	s.start()
 }
+
+// Wipe kills the server, empties its data directory (as an ephemeral
+// volume would be) and starts it again with the same configuration.
+func (s *Server) Wipe() {
+	s.t.Helper()
+	s.Kill()
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.start()
+}
+
+// Durable are the arguments of a master that persists every write.
+var Durable = []string{"--appendonly", "yes", "--appendfsync", "always"}
 
 // Stop freezes the server with SIGSTOP; Cont resumes it. Both do nothing
 // to a server that is not running.
