@@ -58,11 +58,8 @@ func (e *env) assertServing(others ...net.Conn) {
 		}
 	}
 	for i, m := range e.masters {
-		c := m.Client()
-		n, err := c.DBSize(context.Background()).Result()
-		c.Close()
-		if err != nil || n != 0 {
-			t.Fatalf("master %d holds %d keys (%v) after bad input", i, n, err)
+		if n := userKeys(t, m); n != 0 {
+			t.Fatalf("master %d holds %d keys after bad input", i, n)
 		}
 	}
 }

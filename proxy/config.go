@@ -313,6 +313,32 @@ func checkAddr(key, addr string) error {
 	return nil
 }
 
+// settingsSummary names what every proxy in front of the same masters must
+// agree on, or their locks do not exclude each other: the masters, the
+// quorum, the lock keys, the restart guard, the drift factor, the handling
+// of unknown scripts and the guards switched off. Each proxy publishes it
+// on the masters (redlock.WithSettings).
+func (c *Config) settingsSummary() string {
+	masters, keys, off := slices.Clone(c.Redlock.Masters), slices.Clone(c.Proxy.LockKeys), slices.Clone(c.GuardsOff)
+	slices.Sort(masters)
+	slices.Sort(keys)
+	slices.Sort(off)
+	q := c.Redlock.Quorum
+	if q == 0 {
+		q = len(masters)/2 + 1
+	}
+	guard := "off"
+	if c.Redlock.RestartGuard {
+		guard = c.Redlock.GuardWindow.String()
+	}
+	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s drift_factor=%v unknown_scripts=%s",
+		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.DriftFactor, c.Proxy.UnknownScripts)
+	if len(off) > 0 {
+		s += " guards_off=" + strings.Join(off, ",")
+	}
+	return s
+}
+
 // backendAddr is the passthrough backend: proxy.backend, else the first master.
 func (c *Config) backendAddr() string {
 	if c.Proxy.Backend != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
 type env struct {
@@ -96,6 +97,25 @@ func (e *env) seed(key, val string, ttl time.Duration, idx ...int) {
 		}
 		c.Close()
 	}
+}
+
+// userKeys counts the keys a master holds, leaving out the proxy's own
+// (redlock.FenceStatePrefix: the dataset record, the clients' settings).
+func userKeys(t *testing.T, m *redistest.Server) int {
+	t.Helper()
+	c := m.Client()
+	defer c.Close()
+	keys, err := c.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		if !strings.HasPrefix(k, redlock.FenceStatePrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 func count(vals []string, v string) int {

@@ -52,6 +52,11 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		fmt.Fprintf(&b, "masters:%d\r\nquorum:%d\r\nmasters_up:%d\r\nmasters_guarded:%d\r\nrestart_guard_window_ms:%d\r\n",
 			len(ms), s.rl.Quorum(), up, guarded, s.guardWindow().Milliseconds())
+		others := s.rl.OtherSettings()
+		fmt.Fprintf(&b, "settings:%s\r\nother_settings:%d\r\n", s.settings, len(others))
+		for i, o := range others {
+			fmt.Fprintf(&b, "other_settings%d:%s\r\n", i, o)
+		}
 		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\n",
 			count(s.m.acquires, ""), count(s.m.acquires, outGranted), count(s.m.acquires, outHeld), count(s.m.acquires, outNoQuorum),
 			count(s.m.acquires, outSpent)+count(s.m.acquires, outSplit)+count(s.m.acquires, outFailed),

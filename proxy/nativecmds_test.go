@@ -208,11 +208,9 @@ func TestLockCmdArgErrors(t *testing.T) {
 		}
 	}
 	for i, m := range e.masters {
-		mc := m.Client()
-		if n, _ := mc.DBSize(context.Background()).Result(); n != 0 {
+		if n := userKeys(t, m); n != 0 {
 			t.Errorf("master %d holds %d keys after refused commands", i, n)
 		}
-		mc.Close()
 	}
 }
 

@@ -56,7 +56,8 @@ type Server struct {
 	status       *statusPage
 	creds        *masterCreds // for the masters and the backend; a reload swaps them
 	auth         atomic.Pointer[clientAuth]
-	noLeaseRetry bool // tests only: a lease's release on close is tried once
+	noLeaseRetry bool   // tests only: a lease's release on close is tried once
+	settings     string // what the proxies in front of the same masters must agree on (settingsSummary)
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -83,6 +84,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}),
 		redlock.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
 		guardsOff(cfg.GuardsOff),
+		redlock.WithSettings(cfg.settingsSummary()),
 	)
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(),
+		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds

@@ -342,15 +342,16 @@ func (n *node) check(ctx context.Context) {
 	n.inspected(st, time.Now())
 }
 
-// initScript checks that a master holds no key but a record made by its
-// current process (a client's connection makes one), and marks that record
-// born NewDeployment; with ARGV[1] = "check" it only checks.
+// initScript checks that a master holds no key but the record, made by its
+// current process (a client's connection makes one), and the clients'
+// settings (KEYS[2]), and marks the record born NewDeployment; with
+// ARGV[1] = "check" it only checks.
 var initScript = newScript(`
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
 local born = redis.call('HGET', KEYS[1], 'born')
-local n = redis.call('DBSIZE')
 if born == ARGV[2] then return 1 end
-if n > 1 or n == 1 and born ~= run then return redis.error_reply('ERR redlock-proxy: the master holds keys: not a new deployment') end
+local others = redis.call('DBSIZE') - redis.call('EXISTS', KEYS[1]) - redis.call('EXISTS', KEYS[2])
+if others > 0 or born and born ~= run then return redis.error_reply('ERR redlock-proxy: the master holds keys: not a new deployment') end
 if ARGV[1] == 'check' then return 1 end
 redis.call('HSET', KEYS[1], 'id', ARGV[3], 'born', ARGV[2])
 return 1`)
@@ -366,9 +367,10 @@ return 1`)
 func (c *Client) InitMasters(ctx context.Context) error {
 	for _, step := range []string{"check", "mark"} {
 		for _, n := range c.nodes {
-			err := n.rdb.EvalSha(ctx, initScript.hash, []string{DatasetKey}, step, NewDeployment, newAttemptID()).Err()
+			keys := []string{DatasetKey, ClientsKey}
+			err := n.rdb.EvalSha(ctx, initScript.hash, keys, step, NewDeployment, newAttemptID()).Err()
 			if isNoScript(err) {
-				err = n.rdb.Eval(ctx, initScript.src, []string{DatasetKey}, step, NewDeployment, newAttemptID()).Err()
+				err = n.rdb.Eval(ctx, initScript.src, keys, step, NewDeployment, newAttemptID()).Err()
 			}
 			if err != nil {
 				return &NodeError{Addr: n.addr, Err: err}

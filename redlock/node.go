@@ -28,6 +28,7 @@ type node struct {
 	datasetID  string      // its record's id
 	seqSeen    int64       // the highest seq its current process acknowledged
 	doubted    string      // the run_id whose doubt, marked by another client, was adopted
+	others     []string    // settings of clients that differ from this one's, at the last check
 	up         bool
 	down       bool                 // failed downAfter times in a row: not sent to until a probe answers
 	fails      int                  // consecutive failures

@@ -39,6 +39,8 @@ type options struct {
 	logf        func(format string, args ...any)
 	expiries    *expiries      // until when the TTLs written may keep locks alive: the guard covers them
 	guardsOff   map[Guard]bool // WithGuardsOff: tests only, unsafe
+	settings    string         // WithSettings: published on the masters
+	settingsID  string         // its digest
 	fenceSingle bool           // tests only: take a fenced grant's number from one master, unsafe
 	noWriteBack bool           // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
@@ -181,13 +183,14 @@ func (c *Client) prober() {
 		defer t.Stop()
 		probe = t.C
 	}
-	if c.opts.guardWindow > 0 {
-		// Persistence and records are checked as often as clocks, and
-		// every second with the clock check off.
-		every := c.opts.clockEvery
-		if every == 0 {
-			every = time.Second
-		}
+	// Persistence and records (with the guard), and the settings of the
+	// masters' other clients, are checked as often as clocks, and every
+	// second with the clock check off.
+	every := c.opts.clockEvery
+	if every == 0 {
+		every = time.Second
+	}
+	if c.opts.guardWindow > 0 || c.opts.settings != "" {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		clock = t.C
@@ -204,9 +207,14 @@ func (c *Client) prober() {
 			}
 		case <-clock:
 			for _, n := range c.nodes {
-				go n.check(ctx)
-				if c.opts.clockEvery > 0 {
+				if c.opts.guardWindow > 0 {
+					go n.check(ctx)
+				}
+				if c.opts.guardWindow > 0 && c.opts.clockEvery > 0 {
 					go n.checkClock(ctx)
+				}
+				if c.opts.settings != "" {
+					go n.publishSettings(ctx, every)
 				}
 			}
 		}
