@@ -28,6 +28,9 @@ func cmdEcho(s *Server, c redcon.Conn, st *client, args [][]byte) {
 
 func cmdQuit(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	c.WriteString("OK")
+	if ss, ok := c.(*session); ok {
+		ss.quit = true
+	}
 	c.Close()
 }
 
@@ -73,7 +76,7 @@ func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		st.pinned.close()
 	}
 	if ls := st.leases.Load(); ls != nil {
-		ls.closeAll() // the leases release their locks on their own goroutines
+		ls.closeAll(true) // the leases release their locks on their own goroutines
 	}
 	*st = client{id: st.id}
 	c.WriteString("RESET")

@@ -10,9 +10,11 @@ import (
 
 // Connection-bound leases: LOCK.ACQUIRE key LEASE takes the lock with
 // proxy.lease_ttl and renews it (a quorum extend) every third of that
-// while the client's connection is open. Closing the connection, or RESET
-// on it, releases it (every hold of its token); if the proxy dies, it
-// expires by its TTL.
+// while the client's connection is open. The client closing the
+// connection, or RESET on it, releases it (every hold of its token); when
+// the proxy closes the connection (the lease lapsed, shutdown, a timeout)
+// or dies, it expires by its TTL, since the client may act on it for up
+// to a third of the TTL after its last reply.
 //
 // The client holds the lock while its connection is open: a lease that
 // cannot be renewed in time is lost, and the proxy closes the connection
@@ -162,14 +164,19 @@ func (ls *leaseSet) lapsed(now time.Time) bool {
 	return d != 0 && int64(now.Sub(leaseEpoch)) >= d
 }
 
-// closeAll tells every lease of a closed (or RESET) client to release its
-// lock.
-func (ls *leaseSet) closeAll() {
+// closeAll ends every lease of a closed (or RESET) client: with release,
+// each releases its lock; without, each stops renewing and its lock
+// expires by its TTL.
+func (ls *leaseSet) closeAll(release bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.closed = true
 	for _, l := range ls.m {
-		close(l.stop)
+		if release {
+			close(l.stop)
+		} else {
+			l.once.Do(func() { close(l.cancel) })
+		}
 	}
 	ls.m = nil
 	ls.due.Store(0)

@@ -196,9 +196,15 @@ func (s *Server) accept(c redcon.Conn) bool {
 }
 
 // closed runs in the client's goroutine when it has ended: it logs why a client was cut off
-// (bad input, or a write or idle deadline) and releases the client's pinned
+// (bad input, or a write or idle deadline), and releases the client's pinned
 // backend connection.
-func (s *Server) closed(c redcon.Conn, err error) {
+//
+// Its leases are released when the client closed the connection itself (a
+// close, a reset, QUIT: byClient); when the proxy closed it (a lease
+// lapsed, shutdown, a timeout, bad input), the client may still act on a
+// lease for up to a third of lease_ttl after its last reply, so the lock
+// is left to expire, no longer renewed.
+func (s *Server) closed(c redcon.Conn, err error, byClient bool) {
 	s.clients.Add(-1)
 	var pe *protoError
 	if errors.As(err, &pe) {
@@ -212,7 +218,7 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	}
 	if st, ok := c.Context().(*client); ok {
 		if ls := st.leases.Load(); ls != nil {
-			ls.closeAll() // the leases release their locks on their own goroutines
+			ls.closeAll(byClient) // the leases release their locks on their own goroutines
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -75,6 +76,7 @@ type session struct {
 	n      int              //
 	cmds   []redcon.Command // the rest of the batch being run
 	closed bool             // Close was called: run nothing more
+	quit   bool             // … by QUIT: the client ended the connection
 	keep   bool             // a command of the batch may keep its arguments
 	sizer  bufSizer         // the size of the next fresh input buffer
 	// The storage of the last batch's commands and arguments, when nothing
@@ -184,10 +186,11 @@ func (s *Server) untrack(ss *session) {
 func (ss *session) serve() {
 	err := ss.loop()
 	_ = ss.cc.Close()
+	byClient := ss.quit || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 	if err == io.EOF || ss.s.closing.Load() {
 		err = nil
 	}
-	ss.s.closed(ss, err) // before untrack: Close waits for what closed starts
+	ss.s.closed(ss, err, byClient) // before untrack: Close waits for what closed starts
 	ss.s.untrack(ss)
 }
 
