@@ -67,6 +67,9 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(cfg.GuardsOff) > 0 {
+		log.Error().Strs("guards_off", cfg.GuardsOff).Msg("UNSAFE: safety guards switched off by " + guardsOffEnv + ", for tests that show what they prevent; this proxy can grant a lock to two holders at once")
+	}
 	setProcs(cfg.Proxy.Procs)
 	var gc *gcTuner
 	if why := gcTunerOff(); why != "" {
@@ -95,10 +98,12 @@ func run(args []string, stderr io.Writer) error {
 	if _, err := srv.Listen(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
+	// Signals are taken before Serve logs that it serves: a SIGHUP sent
+	// after that line must reload, not end the process.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
 	for {
 		select {
 		case err := <-done:
@@ -118,6 +123,12 @@ func run(args []string, stderr io.Writer) error {
 		}
 	}
 }
+
+// guardsOffEnv names the environment variable that switches safety guards
+// off (proxy.Guards lists them, comma-separated): only for the tests that
+// show what each guard prevents. It is not a configuration key, so that no
+// configuration file can carry it by mistake.
+const guardsOffEnv = "REDLOCK_PROXY_UNSAFE_GUARDS_OFF"
 
 // shutdownWait bounds how long SIGTERM waits for clients to be closed; the
 // deploy files give the process longer than this to stop.
@@ -195,6 +206,9 @@ func loadConfig(path string, over overrides) (proxy.Config, error) {
 		cfg.Scripts[i].Source = string(src)
 	}
 	over.apply(&cfg, os.Getenv)
+	if v := os.Getenv(guardsOffEnv); v != "" {
+		cfg.GuardsOff = strings.Split(v, ",")
+	}
 	if err := loadTLS(&cfg.Proxy, filepath.Dir(path)); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
