@@ -1,0 +1,750 @@
+package faults
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand"
+	"net"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// The randomized history test. Clients of two proxy processes in front of
+// three masters (each persisting every write, each behind a fault relay)
+// run a random mix of what lock clients do — SET NX with the unlock script
+// and extend scripts (replacing and adding to the TTL), LOCK.ACQUIRE with
+// WAIT and REENTRANT, LOCK.EXTEND, leases held while their connection
+// answers, RESET, disconnects in the middle of a request, FLUSHALL through
+// the proxy — while a schedule drawn from the same seed wipes masters'
+// data, switches their AOF off before a crash, restarts them, stalls them,
+// delays and resets their connections, and restarts the proxies. Every
+// lock a client is told it holds becomes an interval on one monotonic
+// clock, from the reply to the end of the validity the client may rely on
+// (pushed out by each extend that succeeded, cut at its release); the
+// checker fails on any two intervals of one key held by different tokens
+// that overlap.
+//
+// What a client may rely on, lock by lock:
+//   - SET … NX PX ttl sent at s: s + ttl − drift (what node-redlock and
+//     redsync compute);
+//   - an extend that replaced the TTL with ttl', sent at s': s' + ttl' −
+//     drift; one that added a to it: the previous end + a;
+//   - LOCK.ACQUIRE and LOCK.EXTEND sent at s, answered with validity v:
+//     s + v;
+//   - a lease: from its grant, s + v, then, for each PING on its
+//     connection sent at s and answered, s + lease_ttl/3 (the proxy
+//     answers nothing on a connection whose lease has less than that
+//     left), until the connection is closed or RESET.
+//
+// One command runs it for as long as wanted, with its seed printed and
+// reusable (the same seed draws the same choices; timings differ):
+//
+//	bash scripts/faults.sh 10m [seed]
+//
+// CI runs a short schedule, and each negative control: the same test with
+// one guard switched off, which must make the checker report a violation.
+
+var (
+	historyLog      = flag.String("history.log", "error", "log level of the proxies in the history test (their lines go to stderr)")
+	historySeed     = flag.Int64("history.seed", 0, "seed of the randomized history test (0: from the clock)")
+	historyDuration = flag.Duration("history.duration", 0, "how long the randomized history test runs (0: the short schedule)")
+)
+
+const (
+	guardWindow = 3 * time.Second         // restart_guard_window
+	leaseTTL    = 1500 * time.Millisecond // proxy.lease_ttl
+)
+
+// drift is the drift allowance of a TTL, as the proxies' configuration has
+// it (drift_factor 0.01).
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*0.01) + 2*time.Millisecond
+}
+
+// holding is one lock a client was told it holds: [start, end) on the
+// history's clock, for token holder.
+type holding struct {
+	key, holder, kind string
+	client            int
+	start, end        time.Duration
+	steps             []string // what the client did and was told, for a violation's report
+}
+
+// history records what the clients were told and what the schedule did.
+type history struct {
+	mu      sync.Mutex
+	epoch   time.Time
+	holds   []*holding
+	outcome map[string]int
+	faults  []string
+}
+
+func newHistory() *history { return &history{epoch: time.Now(), outcome: map[string]int{}} }
+
+func (h *history) now() time.Duration { return time.Since(h.epoch) }
+
+func (h *history) count(what string) {
+	h.mu.Lock()
+	h.outcome[what]++
+	h.mu.Unlock()
+}
+
+func (h *history) fault(format string, args ...any) {
+	h.mu.Lock()
+	h.faults = append(h.faults, fmt.Sprintf("%8s ", h.now().Round(time.Millisecond))+fmt.Sprintf(format, args...))
+	h.mu.Unlock()
+}
+
+// begin records a grant answered at start, relied on until end.
+func (h *history) begin(key, token, kind string, client int, start, end time.Duration) *holding {
+	g := &holding{key: key, holder: token, kind: kind, client: client, start: start, end: end}
+	h.mu.Lock()
+	h.holds = append(h.holds, g)
+	h.mu.Unlock()
+	return g
+}
+
+// setEnd moves a holding's end (an extend that succeeded).
+func (h *history) setEnd(g *holding, end time.Duration) {
+	h.mu.Lock()
+	g.end = end
+	h.mu.Unlock()
+}
+
+// step notes what the client of g did, sent at sent.
+func (h *history) step(g *holding, sent time.Duration, format string, args ...any) {
+	h.mu.Lock()
+	g.steps = append(g.steps, fmt.Sprintf("sent %s: ", sent.Round(time.Millisecond))+fmt.Sprintf(format, args...))
+	h.mu.Unlock()
+}
+
+// end reads a holding's end.
+func (h *history) endOf(g *holding) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return g.end
+}
+
+// cut ends a holding at at, if it had not ended before (a release).
+func (h *history) cut(g *holding, at time.Duration) {
+	h.mu.Lock()
+	g.end = min(g.end, at)
+	h.mu.Unlock()
+}
+
+// violations lists every two holdings of one key by different tokens that
+// overlap.
+func (h *history) violations() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	byKey := map[string][]*holding{}
+	for _, g := range h.holds {
+		if g.end > g.start {
+			byKey[g.key] = append(byKey[g.key], g)
+		}
+	}
+	var out []string
+	for key, gs := range byKey {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].start < gs[j].start })
+		for i := 1; i < len(gs); i++ {
+			for j := 0; j < i; j++ {
+				if gs[j].end > gs[i].start && gs[j].holder != gs[i].holder {
+					out = append(out, fmt.Sprintf("%s: %s by client %d held [%s, %s] while %s by client %d was granted at %s\n    first: %s\n    second: %s",
+						key, gs[j].kind, gs[j].client, gs[j].start.Round(time.Millisecond), gs[j].end.Round(time.Millisecond),
+						gs[i].kind, gs[i].client, gs[i].start.Round(time.Millisecond),
+						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; ")))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// schedule is one run of the test: which guards are off, which faults the
+// schedule draws and which operations the clients do, with their weights.
+type schedule struct {
+	name           string
+	guardsOff      []string // REDLOCK_PROXY_UNSAFE_GUARDS_OFF
+	noRestartGuard bool
+	unknownScripts string
+	faults         map[string]int
+	ops            map[string]int
+	longExtends    bool             // every SET NX is extended, beyond the guard window
+	pause          [2]time.Duration // between faults; default 300 ms to 1.5 s
+}
+
+// fullSchedule is the schedule of the positive run: every fault and every
+// operation.
+var fullSchedule = schedule{
+	name: "full",
+	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
+		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
+	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "disconnect": 1},
+}
+
+func pick(rng *rand.Rand, weights map[string]int) string {
+	keys := make([]string, 0, len(weights))
+	total := 0
+	for k, w := range weights {
+		keys = append(keys, k)
+		total += w
+	}
+	sort.Strings(keys)
+	n := rng.Intn(total)
+	for _, k := range keys {
+		if n -= weights[k]; n < 0 {
+			return k
+		}
+	}
+	return keys[len(keys)-1]
+}
+
+func randDur(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int63n(int64(hi-lo)+1))
+}
+
+// world is one run: masters, relays, proxies, the history.
+type world struct {
+	t       *testing.T
+	sch     schedule
+	seed    int64
+	masters []*redistest.Server
+	relays  []*redistest.Relay
+	addrs   []string
+	proxies []*redistest.Proxy
+	h       *history
+	keys    []string
+}
+
+func newWorld(t *testing.T, sch schedule, seed int64) *world {
+	w := &world{t: t, sch: sch, seed: seed, h: newHistory(), keys: []string{"h:a", "h:b", "h:c", "h:d", "h:e", "h:f"}}
+	w.masters = redistest.StartN(t, 3, redistest.Durable...)
+	for _, m := range w.masters {
+		r := redistest.NewRelay(t, m.Addr)
+		w.relays = append(w.relays, r)
+		w.addrs = append(w.addrs, r.Addr())
+	}
+	config := func(listen string) string {
+		unknown := sch.unknownScripts
+		if unknown == "" {
+			unknown = "refuse"
+		}
+		return fmt.Sprintf(`[proxy]
+listen = %q
+lease_ttl = %q
+lock_wait_poll = "100ms"
+unknown_scripts = %q
+[redlock]
+masters = [%s]
+node_timeout = "100ms"
+retry_count = 2
+retry_delay = "30ms"
+restart_guard = %v
+restart_guard_window = %q
+clock_check = "200ms"
+[log]
+level = %q
+format = "json"
+`, listen, leaseTTL, unknown, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
+	}
+	var env []string
+	if len(sch.guardsOff) > 0 {
+		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(sch.guardsOff, ","))
+	}
+	// A new deployment: the masters vote at once.
+	first := redistest.StartProxy(t, binary, config, redistest.WithEnv(env...))
+	first.Kill()
+	if out, err := exec.Command(binary, "-config", first.Config, "-init-masters").CombinedOutput(); err != nil {
+		t.Fatalf("-init-masters: %v\n%s", err, out)
+	}
+	w.proxies = []*redistest.Proxy{
+		redistest.StartProxy(t, binary, config, redistest.WithEnv(env...)),
+		redistest.StartProxy(t, binary, config, redistest.WithEnv(env...)),
+	}
+	return w
+}
+
+// run plays the schedule for d (or until the first violation, with
+// stopAtViolation) and returns the violations.
+func (w *world) run(d time.Duration, stopAtViolation bool) []string {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			w.client(i, rand.New(rand.NewSource(w.seed+int64(i)+1)), stop)
+		}(i)
+	}
+	rng := rand.New(rand.NewSource(w.seed))
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		w.fault(rng, pick(rng, w.sch.faults))
+		pause := w.sch.pause
+		if pause[1] == 0 {
+			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
+		}
+		time.Sleep(randDur(rng, pause[0], pause[1]))
+		if stopAtViolation && len(w.h.violations()) > 0 {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	return w.h.violations()
+}
+
+// fault plays one fault of the schedule.
+func (w *world) fault(rng *rand.Rand, kind string) {
+	i := rng.Intn(len(w.masters))
+	m, r := w.masters[i], w.relays[i]
+	switch kind {
+	case "wipe":
+		w.h.fault("master %d restarts with its data directory wiped", i)
+		m.Wipe()
+	case "aof-off":
+		c := m.Client()
+		c.ConfigSet(context.Background(), "appendonly", "no")
+		c.Close()
+		d := randDur(rng, 100*time.Millisecond, 400*time.Millisecond)
+		w.h.fault("master %d: AOF switched off at runtime, crash and restart %s later", i, d)
+		time.Sleep(d)
+		m.Restart()
+	case "double-wipe":
+		j := (i + 1) % len(w.masters)
+		w.h.fault("masters %d and %d restart with their data directories wiped", i, j)
+		m.Wipe()
+		w.masters[j].Wipe()
+	case "restart":
+		w.h.fault("master %d restarts, keeping its data", i)
+		m.Restart()
+	case "stall", "long-stall":
+		d := randDur(rng, 150*time.Millisecond, 700*time.Millisecond)
+		if kind == "long-stall" { // longer than a lease's margin
+			d = randDur(rng, leaseTTL, 2*leaseTTL)
+		}
+		w.h.fault("master %d stalls for %s", i, d)
+		m.Stop()
+		time.Sleep(d)
+		m.Cont()
+	case "delay":
+		lat, d := randDur(rng, 150*time.Millisecond, 300*time.Millisecond), randDur(rng, 300*time.Millisecond, 900*time.Millisecond)
+		w.h.fault("master %d answers %s late for %s", i, lat, d)
+		r.Delay.Store(int64(lat))
+		time.Sleep(d)
+		r.Delay.Store(0)
+		r.Reset()
+	case "double-stall":
+		j := (i + 1) % len(w.masters)
+		d := randDur(rng, leaseTTL, 2*leaseTTL)
+		w.h.fault("masters %d and %d stall for %s", i, j, d)
+		m.Stop()
+		w.masters[j].Stop()
+		time.Sleep(d)
+		m.Cont()
+		w.masters[j].Cont()
+	case "split-flush":
+		// Writes to master 1 or 2 are held back, then dropped: locks
+		// granted meanwhile are on master 0 and the other only. Then
+		// FLUSHALL through a proxy, whose backend is master 0.
+		k := 1 + rng.Intn(2)
+		p := rng.Intn(len(w.proxies))
+		w.h.fault("master %d's writes held back and dropped, then FLUSHALL through proxy %d", k, p)
+		w.relays[k].Delay.Store(int64(300 * time.Millisecond))
+		time.Sleep(600 * time.Millisecond)
+		w.relays[k].Reset()
+		w.relays[k].Delay.Store(0)
+		c := w.proxies[p].Client()
+		err := c.FlushAll(context.Background()).Err()
+		c.Close()
+		w.h.fault("FLUSHALL through proxy %d: %v", p, err)
+	case "reset":
+		w.h.fault("master %d's connections reset", i)
+		r.Reset()
+	case "proxy-restart":
+		p := rng.Intn(len(w.proxies))
+		w.h.fault("proxy %d restarts", p)
+		w.proxies[p].Restart()
+	case "flush":
+		p := rng.Intn(len(w.proxies))
+		c := w.proxies[p].Client()
+		err := c.FlushAll(context.Background()).Err()
+		c.Close()
+		w.h.fault("FLUSHALL through proxy %d: %v", p, err)
+	}
+}
+
+// client runs random lock sessions until stop.
+func (w *world) client(id int, rng *rand.Rand, stop <-chan struct{}) {
+	conns := make([]*redis.Client, len(w.proxies))
+	for i, p := range w.proxies {
+		conns[i] = redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2, MaxRetries: -1, PoolSize: 2,
+			DialTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second})
+		defer conns[i].Close()
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		p := rng.Intn(len(w.proxies))
+		key := w.keys[rng.Intn(len(w.keys))]
+		switch op := pick(rng, w.sch.ops); op {
+		case "set-nx":
+			w.setNX(id, rng, conns[p], key)
+		case "native":
+			w.native(id, rng, conns[p], key)
+		case "lease":
+			w.lease(id, rng, w.proxies[p].Addr, key)
+		case "disconnect":
+			w.disconnect(rng, w.proxies[p].Addr, key)
+		}
+		time.Sleep(randDur(rng, 5*time.Millisecond, 40*time.Millisecond))
+	}
+}
+
+// The scripts the clients send, as their libraries write them.
+const (
+	redisPyExtend = `
+        local token = redis.call('get', KEYS[1])
+        if not token or token ~= ARGV[1] then
+            return 0
+        end
+        local expiration = redis.call('pttl', KEYS[1])
+        if not expiration then
+            expiration = 0
+        end
+        if expiration < 0 then
+            return 0
+        end
+
+        local newttl = ARGV[2]
+        if ARGV[3] == "0" then
+            newttl = ARGV[2] + expiration
+        end
+        redis.call('pexpire', KEYS[1], newttl)
+        return 1
+    `
+	// An extend the proxy does not know, for the unknown-scripts control.
+	unknownExtend = `local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end
+return 0`
+)
+
+// holdFor sleeps a random part of what is left of g, and returns false
+// when nothing is left to hold.
+func (w *world) holdFor(rng *rand.Rand, g *holding, part float64) bool {
+	left := w.h.endOf(g) - w.h.now()
+	if left < 30*time.Millisecond {
+		return false
+	}
+	time.Sleep(time.Duration(rng.Float64() * part * float64(left)))
+	return true
+}
+
+// setNX is a session of a client of the transparent path.
+func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
+	ctx := context.Background()
+	tok := randToken()
+	ttl := randDur(rng, 400*time.Millisecond, 1500*time.Millisecond)
+	s := w.h.now()
+	ok, err := c.SetNX(ctx, key, tok, ttl).Result()
+	r := w.h.now()
+	if err != nil || !ok {
+		w.h.count(fmt.Sprintf("set-nx refused: %s", errKind(err)))
+		return
+	}
+	w.h.count("set-nx granted")
+	g := w.h.begin(key, tok, "SET NX", id, r, s+ttl-drift(ttl))
+	w.h.step(g, s, "SET NX PX %d", ttl.Milliseconds())
+	n := rng.Intn(3)
+	if w.sch.longExtends {
+		n = 1
+	}
+	for ; n > 0; n-- {
+		if !w.holdFor(rng, g, 0.6) {
+			return
+		}
+		ttl2 := randDur(rng, 300*time.Millisecond, 2*time.Second)
+		if w.sch.longExtends {
+			ttl2 = randDur(rng, guardWindow, 2*guardWindow)
+		}
+		s2 := w.h.now()
+		var v int64
+		var err error
+		var kind string
+		switch {
+		case w.sch.unknownScripts == "passthrough" && rng.Intn(2) == 0:
+			kind = "unknown"
+			v, err = c.Eval(ctx, unknownExtend, []string{key}, tok, ttl2.Milliseconds()).Int64()
+		case rng.Intn(2) == 0:
+			kind = "replace"
+			v, err = c.Eval(ctx, redisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "1").Int64()
+		default:
+			kind = "add"
+			v, err = c.Eval(ctx, redisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "0").Int64()
+		}
+		w.h.step(g, s2, "extend (%s) %d ms: %v %v at %s", kind, ttl2.Milliseconds(), v, err, w.h.now().Round(time.Millisecond))
+		if err != nil || v != 1 {
+			w.h.count(fmt.Sprintf("extend (%s) not done: %s", kind, errKind(err)))
+			break
+		}
+		w.h.count(fmt.Sprintf("extend (%s) done", kind))
+		if kind == "add" {
+			w.h.setEnd(g, w.h.endOf(g)+ttl2)
+		} else {
+			w.h.setEnd(g, s2+ttl2-drift(ttl2))
+		}
+	}
+	if rng.Intn(4) == 0 {
+		return // left to expire
+	}
+	if !w.holdFor(rng, g, 1) {
+		return
+	}
+	u := w.h.now()
+	w.h.cut(g, u)
+	err = c.Eval(ctx, unlockScript, []string{key}, tok).Err()
+	w.h.step(g, u, "unlock: %v", err)
+}
+
+// native is a session of LOCK.* commands: acquire (maybe with WAIT), maybe
+// reentered, maybe extended, released.
+func (w *world) native(id int, rng *rand.Rand, c *redis.Client, key string) {
+	ctx := context.Background()
+	tok := randToken()
+	ttl := randDur(rng, 400*time.Millisecond, 1500*time.Millisecond)
+	args := []any{"LOCK.ACQUIRE", key, ttl.Milliseconds(), "TOKEN", tok}
+	if rng.Intn(2) == 0 {
+		args = append(args, "WAIT", randDur(rng, 10*time.Millisecond, 200*time.Millisecond).Milliseconds())
+	}
+	s := w.h.now()
+	v, err := c.Do(ctx, args...).Result()
+	r := w.h.now()
+	validity, ok := grantValidity(v, err)
+	if !ok {
+		w.h.count(fmt.Sprintf("lock.acquire refused: %s", errKind(err)))
+		return
+	}
+	w.h.count("lock.acquire granted")
+	g := w.h.begin(key, tok, "LOCK.ACQUIRE", id, r, s+validity)
+	w.h.step(g, s, "%v: validity %s", args, validity)
+	holds := 1
+	if rng.Intn(3) == 0 && w.holdFor(rng, g, 0.5) {
+		args := []any{"LOCK.ACQUIRE", key, ttl.Milliseconds(), "TOKEN", tok, "REENTRANT"}
+		if rng.Intn(2) == 0 {
+			args = append(args, "WAIT", 100)
+		}
+		s2 := w.h.now()
+		v, err := c.Do(ctx, args...).Result()
+		if v2, ok := grantValidity(v, err); ok {
+			holds++
+			w.h.setEnd(g, max(w.h.endOf(g), s2+v2))
+			w.h.count("lock.acquire reentered")
+		}
+	}
+	if rng.Intn(2) == 0 && w.holdFor(rng, g, 0.6) {
+		ttl3 := randDur(rng, 300*time.Millisecond, 2*time.Second)
+		s3 := w.h.now()
+		v, err := c.Do(ctx, "LOCK.EXTEND", key, tok, ttl3.Milliseconds()).Int64()
+		if err == nil && v > 0 {
+			w.h.setEnd(g, s3+time.Duration(v)*time.Millisecond)
+			w.h.count("lock.extend done")
+		} else {
+			w.h.count(fmt.Sprintf("lock.extend not done: %s", errKind(err)))
+		}
+	}
+	if !w.holdFor(rng, g, 1) {
+		return
+	}
+	for ; holds > 0; holds-- {
+		if holds == 1 {
+			w.h.cut(g, w.h.now())
+		}
+		_ = c.Do(ctx, "LOCK.RELEASE", key, tok).Err()
+	}
+}
+
+// grantValidity reads LOCK.ACQUIRE's reply.
+func grantValidity(v any, err error) (time.Duration, bool) {
+	a, ok := v.([]any)
+	if err != nil || !ok || len(a) != 3 {
+		return 0, false
+	}
+	ms, _ := a[2].(int64)
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// lease holds a lease on a connection of its own for a while, checking
+// with PING that its connection still answers, then closes it or RESETs.
+func (w *world) lease(id int, rng *rand.Rand, addr, key string) {
+	ctx := context.Background()
+	var dials atomic.Int32
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
+		OnConnect: func(context.Context, *redis.Conn) error { dials.Add(1); return nil }})
+	defer c.Close()
+	tok := randToken()
+	s := w.h.now()
+	v, err := c.Do(ctx, "LOCK.ACQUIRE", key, "LEASE", "TOKEN", tok).Result()
+	r := w.h.now()
+	validity, ok := grantValidity(v, err)
+	if !ok {
+		w.h.count(fmt.Sprintf("lease refused: %s", errKind(err)))
+		return
+	}
+	w.h.count("lease granted")
+	g := w.h.begin(key, tok, "LEASE", id, r, s+validity)
+	w.h.step(g, s, "LEASE: validity %s", validity)
+	until := time.Now().Add(randDur(rng, leaseTTL/2, 3*leaseTTL))
+	for time.Now().Before(until) {
+		sp := w.h.now()
+		err := c.Ping(ctx).Err()
+		if err != nil || dials.Load() > 1 {
+			w.h.count("lease connection closed by the proxy")
+			w.h.cut(g, w.h.now())
+			return
+		}
+		w.h.setEnd(g, max(w.h.endOf(g), sp+leaseTTL/3))
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.h.cut(g, w.h.now())
+	if rng.Intn(2) == 0 {
+		_ = c.Do(ctx, "RESET").Err()
+		w.h.count("lease ended by RESET")
+	} else {
+		w.h.count("lease ended by close")
+	}
+}
+
+// disconnect sends a lock request and closes its connection without
+// reading the reply: the proxy must leave nothing locked for nobody.
+func (w *world) disconnect(rng *rand.Rand, addr, key string) {
+	nc, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return
+	}
+	req := fmt.Sprintf("SET %s %s NX PX 300\r\n", key, randToken())
+	if rng.Intn(2) == 0 {
+		req = fmt.Sprintf("LOCK.ACQUIRE %s 300 WAIT 300\r\n", key)
+	}
+	_, _ = nc.Write([]byte(req))
+	nc.Close()
+	w.h.count("disconnect")
+}
+
+// errKind is a short name of a reply error.
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "nil"
+	case err == redis.Nil:
+		return "nil"
+	}
+	f := strings.Fields(err.Error())
+	if len(f) == 0 {
+		return "?"
+	}
+	if strings.HasPrefix(f[0], "ERR") || strings.Contains(err.Error(), "connect") || strings.Contains(err.Error(), "EOF") {
+		return "error"
+	}
+	return f[0]
+}
+
+// report logs what a run saw.
+func (w *world) report(v []string) {
+	h := w.h
+	h.mu.Lock()
+	outcomes := make([]string, 0, len(h.outcome))
+	for k, n := range h.outcome {
+		outcomes = append(outcomes, fmt.Sprintf("%s: %d", k, n))
+	}
+	holds := len(h.holds)
+	faults := len(h.faults)
+	h.mu.Unlock()
+	sort.Strings(outcomes)
+	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held, %d violations\n  %s",
+		w.sch.name, w.seed, h.now().Round(time.Second), faults, holds, len(v), strings.Join(outcomes, "\n  "))
+}
+
+func seed(t *testing.T) int64 {
+	s := *historySeed
+	if s == 0 {
+		s = time.Now().UnixNano() % 1e9
+	}
+	t.Logf("seed %d (again: bash scripts/faults.sh <duration> %d)", s, s)
+	return s
+}
+
+// TestHistory plays the full schedule (45 s; -history.duration for longer)
+// and fails on any two holders of a lock at once.
+func TestHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("history test skipped in -short mode")
+	}
+	d := *historyDuration
+	if d == 0 {
+		d = 45 * time.Second
+	}
+	w := newWorld(t, fullSchedule, seed(t))
+	v := w.run(d, false)
+	w.report(v)
+	for _, s := range v {
+		t.Error("violation: " + s)
+	}
+	if len(v) > 0 {
+		t.Logf("faults:\n  %s", strings.Join(w.h.faults, "\n  "))
+	}
+	w.h.mu.Lock()
+	n := len(w.h.holds)
+	w.h.mu.Unlock()
+	if n < 100 {
+		t.Fatalf("only %d locks held: the run proves nothing", n)
+	}
+}
+
+// The negative controls: the same test with one guard off, and a schedule
+// that draws the faults that guard is for, must make the checker report a
+// violation; otherwise the test could not catch what the guard prevents.
+func TestHistoryControls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("history test skipped in -short mode")
+	}
+	base := map[string]int{"set-nx": 6, "native": 2, "lease": 2}
+	controls := []schedule{
+		{name: "restart_guard_off", noRestartGuard: true, faults: map[string]int{"wipe": 1}, ops: base},
+		{name: "data_evidence_off", guardsOff: []string{"data-evidence"}, faults: map[string]int{"wipe": 1, "aof-off": 1}, ops: base},
+		// Two masters wiped, guarded for the window; locks extended
+		// beyond it were on them.
+		{name: "ttl_stretch_off", guardsOff: []string{"ttl-stretch"}, faults: map[string]int{"double-wipe": 1}, ops: map[string]int{"set-nx": 1},
+			longExtends: true, pause: [2]time.Duration{guardWindow + 500*time.Millisecond, 2 * guardWindow}},
+		{name: "lease_lapse_off", guardsOff: []string{"lease-lapse"}, faults: map[string]int{"double-stall": 1}, ops: map[string]int{"lease": 3, "set-nx": 1}},
+		{name: "not_held_needs_quorum_and_lease_lapse_off", guardsOff: []string{"not-held-needs-quorum", "lease-lapse"},
+			faults: map[string]int{"wipe": 1, "delay": 1}, ops: map[string]int{"lease": 3, "set-nx": 1}},
+		{name: "admin_commands_off", guardsOff: []string{"admin-commands"}, faults: map[string]int{"split-flush": 1}, ops: base},
+		{name: "unknown_scripts_passthrough", unknownScripts: "passthrough", faults: map[string]int{"reset": 1}, ops: map[string]int{"set-nx": 1}},
+	}
+	for _, sch := range controls {
+		t.Run(sch.name, func(t *testing.T) {
+			w := newWorld(t, sch, seed(t))
+			v := w.run(45*time.Second, true)
+			w.report(v)
+			if len(v) == 0 {
+				t.Fatal("no violation with the guard off: the checker or the schedule cannot catch what it prevents")
+			}
+			t.Logf("first violation: %s", v[0])
+		})
+	}
+}
