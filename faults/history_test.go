@@ -38,7 +38,10 @@ import (
 //   - SET … NX PX ttl sent at s: s + ttl − drift (what node-redlock and
 //     redsync compute);
 //   - an extend that replaced the TTL with ttl', sent at s': s' + ttl' −
-//     drift; one that added a to it: the previous end + a;
+//     drift; one that added a to it: the previous end + a. One answered
+//     with an error (NOQUORUM) may have taken effect on the masters that
+//     answered: after a replacing one, the earlier of the previous end and
+//     s' + ttl' − drift; one answered "not held" ends the lock;
 //   - LOCK.ACQUIRE and LOCK.EXTEND sent at s, answered with validity v:
 //     s + v;
 //   - a lease: from its grant, s + v, then, for each PING on its
@@ -497,6 +500,14 @@ func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
 			v, err = c.Eval(ctx, redisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "0").Int64()
 		}
 		w.h.step(g, s2, "extend (%s) %d ms: %v %v at %s", kind, ttl2.Milliseconds(), v, err, w.h.now().Round(time.Millisecond))
+		switch {
+		case err != nil && kind != "add":
+			// Not known whether it took effect: it may have set the TTL
+			// on the masters that answered, shorter than before.
+			w.h.setEnd(g, min(w.h.endOf(g), s2+ttl2-drift(ttl2)))
+		case err == nil && v != 1:
+			w.h.cut(g, s2) // not held: told so
+		}
 		if err != nil || v != 1 {
 			w.h.count(fmt.Sprintf("extend (%s) not done: %s", kind, errKind(err)))
 			break
@@ -559,10 +570,18 @@ func (w *world) native(id int, rng *rand.Rand, c *redis.Client, key string) {
 		ttl3 := randDur(rng, 300*time.Millisecond, 2*time.Second)
 		s3 := w.h.now()
 		v, err := c.Do(ctx, "LOCK.EXTEND", key, tok, ttl3.Milliseconds()).Int64()
-		if err == nil && v > 0 {
+		w.h.step(g, s3, "LOCK.EXTEND %d ms: %v %v", ttl3.Milliseconds(), v, err)
+		switch {
+		case err == nil && v > 0:
 			w.h.setEnd(g, s3+time.Duration(v)*time.Millisecond)
 			w.h.count("lock.extend done")
-		} else {
+		case err == nil:
+			w.h.cut(g, s3) // not held: told so
+			w.h.count("lock.extend not done: not held")
+		default:
+			// Not known whether it took effect: it may have set a
+			// shorter TTL on the masters that answered.
+			w.h.setEnd(g, min(w.h.endOf(g), s3+ttl3-drift(ttl3)))
 			w.h.count(fmt.Sprintf("lock.extend not done: %s", errKind(err)))
 		}
 	}

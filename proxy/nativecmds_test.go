@@ -173,6 +173,14 @@ func TestLockCmdInfo(t *testing.T) {
 	if a[1] != nil || a[5] != int64(-2) {
 		t.Fatalf("LOCK.INFO of a free key: %#v", a)
 	}
+	// Per master, an absent key's pttl is -2 and one without expiry -1,
+	// as PTTL answers (not those codes read as milliseconds).
+	e.seed(key, "t2", 0, 1)
+	v, _ = e.do("LOCK.INFO", key)
+	ms = v.([]any)[9].([]any)
+	if p0, p1 := ms[0].([]any)[5], ms[1].([]any)[5]; p0 != int64(-2) || p1 != int64(-1) {
+		t.Fatalf("per-master pttl of an absent key %v, of a key without expiry %v; want -2, -1", p0, p1)
+	}
 }
 
 func TestLockCmdArgErrors(t *testing.T) {

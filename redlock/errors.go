@@ -20,8 +20,9 @@ func (e *NodeError) Error() string { return fmt.Sprintf("redlock: master %s: %v"
 // Unwrap returns the underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// QuorumError reports a quorum that could not be reached because masters
-// failed; it matches ErrNoQuorum with errors.Is.
+// QuorumError reports an outcome that could not be decided: too few masters
+// answered, or those that could vote do not settle it (see votes); it
+// matches ErrNoQuorum with errors.Is.
 type QuorumError struct {
 	Reachable int // masters that answered, or could have counted
 	Needed    int // the quorum
@@ -29,6 +30,10 @@ type QuorumError struct {
 }
 
 func (e *QuorumError) Error() string {
+	if e.Reachable >= e.Needed {
+		// Enough masters answered, yet their answers do not settle it.
+		return fmt.Sprintf("redlock: outcome not known: the %d masters that could vote do not settle it (%d needed)", e.Reachable, e.Needed)
+	}
 	return fmt.Sprintf("redlock: %d of the masters answered, %d needed", e.Reachable, e.Needed)
 }
 

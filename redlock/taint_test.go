@@ -127,3 +127,47 @@ func delayedRollbackClient(t *testing.T, ms []*redistest.Server, pipelines int) 
 	t.Cleanup(func() { c.Close() })
 	return c, relay
 }
+
+// A master whose rollback of a token may still land (tainted for the key
+// and token) does not count for the token's extend or release either: the
+// rollback may delete its copy right after it answered. T holds k on
+// masters 1 and 2; master 2 is tainted for T; master 0 says absent. The
+// extend and the release cannot be decided (a QuorumError); with the taint
+// not applied (the guard off) master 2's answer counts, and each reports
+// done on a copy that may vanish.
+func TestTaintWithholdsExtendAndRelease(t *testing.T) {
+	for _, guard := range []bool{true, false} {
+		name := map[bool]string{true: "on", false: "off_counts_the_tainted_master"}[guard]
+		t.Run(name, func(t *testing.T) {
+			ms := redistest.StartN(t, 3)
+			opts := []Option{WithRestartGuard(0), WithRetry(0, 0)}
+			if !guard {
+				opts = append(opts, WithGuardsOff(GuardTaint))
+			}
+			c, err := New(redistest.Addrs(ms), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			for _, m := range ms[1:] {
+				mc := m.Client()
+				mc.Set(ctx, "k", "T", 10*time.Second)
+				mc.Close()
+			}
+			c.nodes[2].taint(taintKey([]string{"k"}, "T"), 10*time.Second)
+			_, extended, err := c.Extend(ctx, "k", "T", 10*time.Second, ExtendSet)
+			r, rerr := c.Release(ctx, "k", "T")
+			t.Logf("extend: %v %v; release: %+v %v", extended, err, r, rerr)
+			if guard {
+				if !isQuorumError(err) || !isQuorumError(rerr) {
+					t.Fatalf("extend %v %v, release %v: want both undecided", extended, err, rerr)
+				}
+				return
+			}
+			if !extended || !r.Released(c.Quorum()) {
+				t.Fatal("with the taint not applied, the extend and the release should count the tainted master")
+			}
+		})
+	}
+}
