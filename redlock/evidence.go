@@ -61,7 +61,7 @@ const GuardDataEvidence Guard = "data-evidence"
 
 // recordScript reads the record, making it (id ARGV[1], born this
 // process's run_id) where it is absent or has no id; with ARGV[2] = "1"
-// it raises seq. Answers {id, born, seq, doubt, run_id}.
+// it raises seq. Answers {id, born, seq, doubt}.
 var recordScript = newScript(`
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
 if not redis.call('HGET', KEYS[1], 'id') then
@@ -69,7 +69,7 @@ if not redis.call('HGET', KEYS[1], 'id') then
 end
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') or 0
 if ARGV[2] == '1' then seq = redis.call('HINCRBY', KEYS[1], 'seq', 1) end
-return {redis.call('HGET', KEYS[1], 'id') or '', redis.call('HGET', KEYS[1], 'born') or '', seq, redis.call('HGET', KEYS[1], 'doubt') or '', run}`)
+return {redis.call('HGET', KEYS[1], 'id') or '', redis.call('HGET', KEYS[1], 'born') or '', seq, redis.call('HGET', KEYS[1], 'doubt') or ''}`)
 
 // seqCommand raises seq after a batch of lock writes, encoded once.
 var seqCommand = appendCommandMust([]any{"hincrby", DatasetKey, "seq", 1})
@@ -84,17 +84,17 @@ func appendCommandMust(args []any) []byte {
 
 // record is a master's record, as recordScript reads it.
 type record struct {
-	id, born, doubt, run string
-	seq                  int64
+	id, born, doubt string
+	seq             int64
 }
 
 func parseRecord(v any) (record, error) {
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 5 {
+	if !ok || len(vals) != 4 {
 		return record{}, errors.New("redlock: unexpected dataset record reply")
 	}
 	s := func(i int) string { x, _ := vals[i].(string); return x }
-	return record{id: s(0), born: s(1), seq: toInt(vals[2]), doubt: s(3), run: s(4)}, nil
+	return record{id: s(0), born: s(1), seq: toInt(vals[2]), doubt: s(3)}, nil
 }
 
 // masterState is what a connection's handshake, or a periodic check,
@@ -126,7 +126,7 @@ func (n *node) inspect(do func(args ...any) (any, error), count bool) (masterSta
 	}
 	if st.durable {
 		v, err := do("config", "get", "appendfsync")
-		if err != nil && !isReplyError(err) && !isRedisError(err) {
+		if err != nil && !isRedisError(err) {
 			return masterState{}, err
 		}
 		st.durable = err == nil && appendfsyncAlways(v)
@@ -151,7 +151,7 @@ func (st *masterState) readRecord(do func(args ...any) (any, error), count bool)
 	case err == nil:
 		st.rec, err = parseRecord(v)
 		st.hasRec = err == nil
-	case !isReplyError(err) && !isRedisError(err):
+	case !isRedisError(err):
 		return err
 	}
 	return nil
@@ -171,6 +171,8 @@ func appendfsyncAlways(v any) bool {
 	return false
 }
 
+// isRedisError reports whether err is an error reply from the master (of
+// either kind of connection), not a failure to reach it.
 func isRedisError(err error) bool {
 	var re interface{ RedisError() }
 	return errors.As(err, &re)
