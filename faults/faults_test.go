@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -48,47 +47,13 @@ format = "json"
 	})
 }
 
-// grant is one lock a client was told it holds, on the test's monotonic
-// clock: from the reply to the end of its validity or the release, whichever
-// came first.
-type grant struct {
-	key        string
-	client     int
-	start, end time.Duration
-}
-
+// recorder counts the clients' attempts; the locks they were told they
+// hold go to its history, whose checker (history_test.go) finds overlaps.
 type recorder struct {
+	*history
 	mu                              sync.Mutex
-	epoch                           time.Time
-	grants                          []grant
 	attempts, noQuorum, otherErrors int
 	answered, failed                map[int64]bool // 100 ms buckets with an answer (OK or nil) / with an error
-}
-
-func (r *recorder) now() time.Duration { return time.Since(r.epoch) }
-
-// violations returns every pair of grants of one key whose holding
-// intervals overlap.
-func (r *recorder) violations() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	byKey := map[string][]grant{}
-	for _, g := range r.grants {
-		byKey[g.key] = append(byKey[g.key], g)
-	}
-	var out []string
-	for key, gs := range byKey {
-		sort.Slice(gs, func(i, j int) bool { return gs[i].start < gs[j].start })
-		for i := 1; i < len(gs); i++ {
-			for j := 0; j < i; j++ {
-				if gs[j].end > gs[i].start {
-					out = append(out, fmt.Sprintf("%s: client %d held [%s, %s] while client %d was granted at %s",
-						key, gs[j].client, gs[j].start, gs[j].end, gs[i].client, gs[i].start))
-				}
-			}
-		}
-	}
-	return out
 }
 
 // unavailable is the time, in 100 ms buckets, in which attempts got only
@@ -153,9 +118,7 @@ func client(id int, addr string, keys []string, rec *recorder, stop <-chan struc
 			end = released
 		}
 		_ = c.Eval(ctx, unlockScript, []string{key}, token).Err()
-		rec.mu.Lock()
-		rec.grants = append(rec.grants, grant{key: key, client: id, start: replied, end: end})
-		rec.mu.Unlock()
+		rec.begin(key, token, "SET NX", id, replied, end)
 	}
 }
 
@@ -184,7 +147,7 @@ func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*reco
 	masters, relays, addrs := mastersBehindRelays(t, 3)
 	proxies := []*redistest.Proxy{startProxy(t, addrs, guard), startProxy(t, addrs, guard)}
 	keys := []string{"fault:a", "fault:b", "fault:c", "fault:d", "fault:e", "fault:f"}
-	rec := &recorder{epoch: time.Now(), answered: map[int64]bool{}, failed: map[int64]bool{}}
+	rec := &recorder{history: newHistory(), answered: map[int64]bool{}, failed: map[int64]bool{}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 12; i++ {
@@ -224,7 +187,7 @@ func run(t *testing.T, guard bool, d time.Duration, stopAtViolation bool) (*reco
 	total := rec.now()
 	v := rec.violations()
 	t.Logf("restart_guard=%v: %s, %d attempts, %d grants, %d NOQUORUM, %d other errors, %d violations, %s unavailable (only errors)",
-		guard, total.Round(time.Millisecond), rec.attempts, len(rec.grants), rec.noQuorum, rec.otherErrors, len(v), rec.unavailable())
+		guard, total.Round(time.Millisecond), rec.attempts, rec.held(), rec.noQuorum, rec.otherErrors, len(v), rec.unavailable())
 	return rec, v
 }
 
@@ -236,8 +199,8 @@ func TestFaultScheduleKeepsMutualExclusion(t *testing.T) {
 	for _, s := range v {
 		t.Error("violation: " + s)
 	}
-	if len(rec.grants) < 10 {
-		t.Fatalf("only %d grants: the run proves nothing", len(rec.grants))
+	if n := rec.held(); n < 10 {
+		t.Fatalf("only %d grants: the run proves nothing", n)
 	}
 }
 

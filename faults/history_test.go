@@ -145,6 +145,13 @@ func (h *history) cut(g *holding, at time.Duration) {
 	h.mu.Unlock()
 }
 
+// held counts the locks the clients were told they hold.
+func (h *history) held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.holds)
+}
+
 // violations lists every two holdings of one key by different tokens that
 // overlap.
 func (h *history) violations() []string {
@@ -420,26 +427,6 @@ func (w *world) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 
 // The scripts the clients send, as their libraries write them.
 const (
-	redisPyExtend = `
-        local token = redis.call('get', KEYS[1])
-        if not token or token ~= ARGV[1] then
-            return 0
-        end
-        local expiration = redis.call('pttl', KEYS[1])
-        if not expiration then
-            expiration = 0
-        end
-        if expiration < 0 then
-            return 0
-        end
-
-        local newttl = ARGV[2]
-        if ARGV[3] == "0" then
-            newttl = ARGV[2] + expiration
-        end
-        redis.call('pexpire', KEYS[1], newttl)
-        return 1
-    `
 	// An extend the proxy does not know, for the unknown-scripts control.
 	unknownExtend = `local v = redis.call('get', KEYS[1])
 if v == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end
@@ -494,10 +481,10 @@ func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
 			v, err = c.Eval(ctx, unknownExtend, []string{key}, tok, ttl2.Milliseconds()).Int64()
 		case rng.Intn(2) == 0:
 			kind = "replace"
-			v, err = c.Eval(ctx, redisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "1").Int64()
+			v, err = c.Eval(ctx, redistest.RedisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "1").Int64()
 		default:
 			kind = "add"
-			v, err = c.Eval(ctx, redisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "0").Int64()
+			v, err = c.Eval(ctx, redistest.RedisPyExtend, []string{key}, tok, ttl2.Milliseconds(), "0").Int64()
 		}
 		w.h.step(g, s2, "extend (%s) %d ms: %v %v at %s", kind, ttl2.Milliseconds(), v, err, w.h.now().Round(time.Millisecond))
 		switch {
@@ -726,10 +713,7 @@ func TestHistory(t *testing.T) {
 	if len(v) > 0 {
 		t.Logf("faults:\n  %s", strings.Join(w.h.faults, "\n  "))
 	}
-	w.h.mu.Lock()
-	n := len(w.h.holds)
-	w.h.mu.Unlock()
-	if n < 100 {
+	if n := w.h.held(); n < 100 {
 		t.Fatalf("only %d locks held: the run proves nothing", n)
 	}
 }

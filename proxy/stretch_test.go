@@ -5,32 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
-
-// redis-py's Lock.extend script (redis-py 4 and later): ARGV[3] "0" adds
-// ARGV[2] to what is left, "1" replaces it.
-const redisPyExtend = `
-        local token = redis.call('get', KEYS[1])
-        if not token or token ~= ARGV[1] then
-            return 0
-        end
-        local expiration = redis.call('pttl', KEYS[1])
-        if not expiration then
-            expiration = 0
-        end
-        if expiration < 0 then
-            return 0
-        end
-
-        local newttl = ARGV[2]
-        if ARGV[3] == "0" then
-            newttl = ARGV[2] + expiration
-        end
-        redis.call('pexpire', KEYS[1], newttl)
-        return 1
-    `
 
 // Every TTL the proxy writes on a lock key stretches the restart guard, not
 // only those granted by acquires. A lock granted for 2 s is extended to
@@ -45,7 +23,9 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 		extend func(e *env, key string) (any, error)
 	}{
 		{"extend_script", false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
-		{"additive_extend_script", false, func(e *env, k string) (any, error) { return e.do("EVAL", redisPyExtend, 1, k, "A", 28000, "0") }},
+		{"additive_extend_script", false, func(e *env, k string) (any, error) {
+			return e.do("EVAL", redistest.RedisPyExtend, 1, k, "A", 28000, "0")
+		}},
 		{"LOCK.EXTEND", true, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
 		{"PEXPIRE", false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
 		{"EXPIREAT", false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},

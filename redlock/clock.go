@@ -82,7 +82,6 @@ func (n *node) clockJumped(jump time.Duration, now time.Time) {
 	if w == 0 {
 		return
 	}
-	n.lostAt = now
 	if until := n.guardEnd(now); until.After(n.guardUntil) {
 		n.guardUntil = until
 	}

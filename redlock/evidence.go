@@ -219,7 +219,8 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 		return false
 	}
 	first := n.runID == ""
-	sameData := st.hasRec && st.rec.id == n.datasetID && st.rec.seq >= n.seqSeen
+	survived := st.hasRec && st.rec.id == n.datasetID // the record this client knew
+	sameData := survived && st.rec.seq >= n.seqSeen
 	kept := false
 	switch {
 	case n.opts.guardsOff[GuardDataEvidence]:
@@ -248,13 +249,10 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 	case first && st.uptime >= w:
 		return false // every lock granted before its start has expired
 	}
-	if !first {
-		n.lostAt = now
-	}
 	n.guardTo(n.guardEnd(now.Add(-st.uptime)), now, "restart guard")
 	// Its record survived, yet this client cannot vouch for the data:
 	// other clients should not trust it on the record's word either.
-	return !first && st.hasRec && st.rec.id == n.datasetID && st.rec.born != st.runID && st.rec.doubt != st.runID
+	return !first && survived && st.rec.doubt != st.runID
 }
 
 // inspected takes in a state read from the master's current process: on a
@@ -270,7 +268,6 @@ func (n *node) inspected(st masterState, now time.Time) {
 	}
 	switch {
 	case n.datasetID != "" && st.rec.id != n.datasetID:
-		n.lostAt = now
 		n.guardTo(n.guardEnd(now), now, "its data was erased without a restart (record "+n.datasetID+" -> "+st.rec.id+")")
 	case st.rec.doubt == st.runID && n.doubted != st.runID:
 		n.doubted = st.runID

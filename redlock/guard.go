@@ -57,20 +57,6 @@ func (c *Client) noteTTL(ttl time.Duration, acquire bool) {
 	c.opts.expiries.note(time.Now().Add(ttl))
 }
 
-// noteLate records a TTL known only once written (an extend that adds to
-// what was left): the write was sent at sent, and its longest copy expires
-// at until. A master seen to lose its data since sent may have lost that
-// copy too: its guard is stretched to cover it.
-func (c *Client) noteLate(sent, until time.Time) {
-	if c.off(GuardTTLStretch) {
-		return
-	}
-	c.opts.expiries.note(until)
-	for _, n := range c.nodes {
-		n.coverLoss(sent, until)
-	}
-}
-
 // CoverTTL tells the restart guard, before a TTL of ttl is written on a
 // lock key by other means than this client's lock operations (Broadcast of
 // PEXPIRE, SET … PX), that the lock may live until ttl from now.
@@ -85,14 +71,4 @@ func (n *node) guardEnd(start time.Time) time.Time {
 		end = e
 	}
 	return end
-}
-
-// coverLoss stretches the guard of a master seen to lose its data at or
-// after sent to until. Called with n.mu not held.
-func (n *node) coverLoss(sent, until time.Time) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.opts.guardWindow > 0 && !n.lostAt.IsZero() && !n.lostAt.Before(sent) && until.After(n.guardUntil) {
-		n.guardUntil = until
-	}
 }

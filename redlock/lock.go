@@ -1,11 +1,13 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -455,59 +457,69 @@ type ExtendResult struct {
 // does not count; otherwise the answer is a *QuorumError. Every TTL it
 // writes stretches the restart guard (guard.go).
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
-	return c.extendWith(ctx, key, ttl, mode == ExtendAdd, extendScript, parseExtend, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
-}
-
-// extended is one master's answer to a renewal script: its code (1
-// renewed, 0 held by another value, -1 absent, -2 no TTL to add to), and
-// for extendScript the key's PTTL after it.
-type extended struct {
-	code int64
-	pttl time.Duration
-}
-
-func parseExtend(cmd *redis.Cmd) (extended, error) {
-	vals, err := cmd.Slice()
-	if err != nil {
-		return extended{}, err
+	if mode == ExtendAdd {
+		return c.extendAdd(ctx, key, value, ttl)
 	}
-	if len(vals) != 2 {
-		return extended{}, fmt.Errorf("unexpected extend reply %v", vals)
-	}
-	return extended{code: toInt(vals[0]), pttl: pttlOf(vals[1])}, nil
+	return c.extendWith(ctx, key, ttl, extendScript, value, strconv.FormatInt(ttl.Milliseconds(), 10), string(mode))
 }
 
-func parseExtendCode(cmd *redis.Cmd) (extended, error) {
-	v, err := cmd.Int64()
-	return extended{code: v}, err
+// extendAdd adds ttl to what is left of the lock. A master that missed an
+// earlier extend holds a shorter copy than the others, so adding ttl to
+// each master's own remainder could leave the lock, on the masters that
+// renew it, shorter-lived than its holder reckons (its earlier end plus
+// ttl). It first reads every master's copy and bounds what is left of the
+// lock from above: the quorum-th longest copy among all holders cannot
+// outlive the (quorum − u)-th longest among those that answered, u being
+// the masters whose copy is not known. Then it sets the TTL to that bound
+// plus ttl wherever value holds the key (and has a TTL).
+func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
+	c.WaitWrites(ctx, key)
+	keys := []string{key}
+	got := collect(fanoutScript(c, readScript, keys, nil, parseCopy, nil), len(c.nodes), func([]reply[heldCopy]) bool { return false })
+	var lefts []time.Duration
+	taint := taintKey(keys, value)
+	for _, x := range got {
+		switch {
+		case x.err != nil:
+			r.Failed++
+		case !x.trusted || c.taintedFor(x.node, taint):
+			r.Withheld++
+		case x.val.value == nil:
+			r.Absent++
+		case *x.val.value != value:
+			r.Other++
+		case x.val.pttl < 0:
+			r.NoTTL++
+		default:
+			lefts = append(lefts, x.val.pttl)
+		}
+	}
+	unknown := r.Failed + r.Withheld
+	switch {
+	case r.NoTTL > 0:
+		return r, false, nil // no TTL to add to, as the libraries' scripts answer
+	case len(lefts)+unknown < c.quorum:
+		return r, false, nil // not held
+	case unknown >= c.quorum:
+		return r, false, &QuorumError{Reachable: len(c.nodes) - unknown, Needed: c.quorum}
+	}
+	slices.SortFunc(lefts, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+	target := lefts[c.quorum-unknown-1] + ttl
+	return c.extendWith(ctx, key, target, extendScript, value, strconv.FormatInt(target.Milliseconds(), 10), string(ExtendSetIfTTL))
 }
 
 // extendWith runs a per-master renewal script for token, its first
-// argument, and decides as Extend does; ttl is the TTL the script sets, or
-// with add, the TTL it adds to what is left: the restart guard is then
-// stretched by what the masters report once they have done it.
-func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, add bool, s *script, parse func(*redis.Cmd) (extended, error), token string, args ...any) (r ExtendResult, ok bool, err error) {
+// argument, that answers 1 (renewed), 0 (held by another value), -1
+// (absent) or -2 (no TTL), and decides as Extend does; ttl is the TTL the
+// script sets.
+func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
-	if !add {
-		c.noteTTL(ttl, false)
-	}
+	c.noteTTL(ttl, false)
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parse, nil)
-	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, func(v extended) vote { return yesIfOne(v.code) })
-	codes := map[int64]int{}
-	var longest time.Duration
-	for _, x := range got {
-		if x.err == nil && x.trusted {
-			codes[x.val.code]++
-		}
-		if x.err == nil && x.val.code == 1 {
-			longest = max(longest, x.val.pttl)
-		}
-	}
-	if add && longest > 0 {
-		c.noteLate(start, time.Now().Add(longest))
-	}
+	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
+	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	codes := countedCodes(got)
 	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
 	switch {
 	case t.won() && ttl <= 0:

@@ -22,7 +22,6 @@ type node struct {
 	mu         sync.Mutex
 	runID      string
 	guardUntil time.Time // votes do not count before this instant
-	lostAt     time.Time // when it was last seen to lose its data (a restart, a clock jump)
 	restarts   int
 	durable    atomic.Bool // persists every write, at its last check
 	datasetID  string      // its record's id

@@ -30,20 +30,7 @@ type KeyState struct {
 // *QuorumError.
 func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	keys := []string{key}
-	ch := fanoutScript(c, readScript, keys, nil, func(cmd *redis.Cmd) (heldCopy, error) {
-		vals, err := cmd.Slice()
-		if err != nil {
-			return heldCopy{}, err
-		}
-		if len(vals) != 2 {
-			return heldCopy{}, fmt.Errorf("unexpected read reply %v", vals)
-		}
-		v := heldCopy{pttl: pttlOf(vals[1])}
-		if s, ok := vals[0].(string); ok {
-			v.value = &s
-		}
-		return v, nil
-	}, nil)
+	ch := fanoutScript(c, readScript, keys, nil, parseCopy, nil)
 	got := collect(ch, len(c.nodes), func([]reply[heldCopy]) bool { return false })
 	copies := make([]heldCopy, len(got))
 	for i, r := range got {
@@ -55,6 +42,22 @@ func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 		return KeyState{PTTL: -2}, err
 	}
 	return KeyState{Exists: true, Value: *v, PTTL: pttl}, nil
+}
+
+// parseCopy reads one master's reply to readScript.
+func parseCopy(cmd *redis.Cmd) (heldCopy, error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return heldCopy{}, err
+	}
+	if len(vals) != 2 {
+		return heldCopy{}, fmt.Errorf("unexpected read reply %v", vals)
+	}
+	v := heldCopy{pttl: pttlOf(vals[1])}
+	if s, ok := vals[0].(string); ok {
+		v.value = &s
+	}
+	return v, nil
 }
 
 // heldCopy is what one master holds of a key: its value (nil: absent) and

@@ -169,7 +169,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 // from now on every master where it holds it. ok reports that a quorum of
 // trusted masters renewed it and validity is left.
 func (c *Client) ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
-	return c.extendWith(ctx, key, ttl, false, rwExtendScript, parseExtendCode, token, strconv.FormatInt(ttl.Milliseconds(), 10))
+	return c.extendWith(ctx, key, ttl, rwExtendScript, token, strconv.FormatInt(ttl.Milliseconds(), 10))
 }
 
 // ReleaseRW removes token from the read/write lock key on every master. It

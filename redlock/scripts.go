@@ -15,31 +15,26 @@ return 1`)
 // extendScript renews KEYS[1] if it holds ARGV[1]. ARGV[2] is a TTL in ms;
 // ARGV[3] is the mode (see ExtendMode): "set" applies PEXPIRE ARGV[2] as
 // Redis does (a TTL of 0 or less deletes the key), "setttl" does so only if
-// the key has a TTL, "add" adds ARGV[2] to the remaining TTL, "claim" also
-// takes an absent key, "persist0" persists the key when ARGV[2] <= 0.
-// Answers {code, PTTL after}: code 1 renewed, 0 held by another value, -1
-// absent, -2 no TTL.
+// the key has a TTL, "claim" also takes an absent key, "persist0" persists
+// the key when ARGV[2] <= 0. ("add" is a read and a "setttl": extendAdd.)
+// Answers 1 renewed, 0 held by another value, -1 absent, -2 no TTL.
 var extendScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 local ttl = tonumber(ARGV[2])
 local mode = ARGV[3]
 if v == false then
-  if mode ~= 'claim' then return {-1, -2} end
+  if mode ~= 'claim' then return -1 end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-  return {1, ttl}
+  return 1
 end
-if v ~= ARGV[1] then return {0, -2} end
-if mode == 'add' or mode == 'setttl' then
-  local left = redis.call('PTTL', KEYS[1])
-  if left < 0 then return {-2, left} end
-  if mode == 'add' then ttl = ttl + left end
-end
+if v ~= ARGV[1] then return 0 end
+if mode == 'setttl' and redis.call('PTTL', KEYS[1]) < 0 then return -2 end
 if mode == 'persist0' and ttl <= 0 then
   redis.call('PERSIST', KEYS[1])
 else
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-return {1, redis.call('PTTL', KEYS[1])}`)
+return 1`)
 
 // readScript answers the value and the PTTL of KEYS[1] in one step.
 var readScript = newReadScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
