@@ -226,7 +226,8 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 		}
 		if !time.Now().Before(due) && !s.off(guardLeaseLapse) {
 			s.log.Warn().Str("key", l.key).Msg("lease lost: not renewed in time; closing its client's connection")
-			ls.lapse() // its stop comes next
+			ls.lapse() // closed by the proxy: its cancel comes next, and the lock expires
+			continue
 		}
 		v, ok, err := s.extendNative(l.key, l.token, ttl)
 		switch {
@@ -238,7 +239,7 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 			t.Reset(ttl / 3)
 		case err == nil && !s.off(guardLeaseLapse):
 			s.log.Warn().Str("key", l.key).Msg("lease lost: its token no longer holds the lock; closing its client's connection")
-			ls.lapse() // its stop comes next
+			ls.lapse() // closed by the proxy: its cancel comes next
 		case err == nil:
 			s.log.Warn().Str("key", l.key).Msg("lease lost: its token no longer holds the lock; renewals stop")
 			return
