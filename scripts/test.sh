@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: unit tests, tests against real redis-server
 # masters, the real proxy binary and real client libraries, the fault and
-# load suites, and each fuzz target briefly.
+# load suites, and each fuzz target briefly; first formatting, go vet, a tidy
+# go.mod and staticcheck.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
