@@ -81,6 +81,11 @@ func run(args []string, stderr io.Writer) error {
 		go gc.run(stopGC)
 	}
 	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
+	if *initMasters {
+		// The masters are new, hence young: their first sight would log
+		// the restart guard's warnings, which mean nothing here.
+		log = log.Level(zerolog.ErrorLevel)
+	}
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		return err
