@@ -11,7 +11,13 @@
 //  4. passthrough GET/SET with redis-benchmark: proxy vs twemproxy
 //     (pipelined, -P 16, with Redis direct as the ceiling) and proxy vs
 //     Redis direct (-P 1);
-//  5. the proxy's RSS with 10,000 idle clients.
+//  5. the proxy's RSS with 10,000 idle clients;
+//  6. clients that multiplex a process's requests on one connection, from
+//     Node: node-redlock 5 over ioredis through the proxy vs straight to the
+//     same masters, and node-redis 4 through the proxy vs one Redis; with
+//     the CPU of the whole machine per lock+release pair;
+//  7. redis-benchmark SET … NX PX through the proxy from one connection,
+//     pipelined, vs as many connections with one command in flight each.
 //
 // A second table (budget.go) sets each throughput target beside the CPU it
 // leaves the proxy on this machine, which the load generator and the Redis
@@ -59,7 +65,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 50, "concurrent clients (go-redsync goroutines and redis-benchmark -c)")
 	flag.IntVar(&o.conns, "conns", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&o.binary, "proxy-bin", "", "redlock-proxy binary to measure (default: build ./cmd/redlock-proxy)")
-	flag.StringVar(&rows, "rows", "1,2,3,4,5", "rows to measure, comma-separated")
+	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7", "rows to measure, comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
 	flag.IntVar(&o.procs, "procs", 1, "proxy.procs of every proxy started (threads running its Go code; 0: Go's default, one per CPU)")
@@ -131,7 +137,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	started := time.Now()
 	info := machineInfo()
 	need := []string{"redis-server"}
-	if o.rows["3"] || o.rows["4"] {
+	if o.rows["3"] || o.rows["4"] || o.rows["7"] {
 		need = append(need, "redis-benchmark")
 	}
 	if o.rows["4"] {
@@ -195,7 +201,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	}
 	var proxies []*proc
 	var p3, p5, pp, twem *proc
-	if o.rows["1"] || o.rows["2"] || o.rows["3"] {
+	if o.rows["1"] || o.rows["2"] || o.rows["3"] || o.rows["6"] || o.rows["7"] {
 		if p3, err = ps.startProxy("proxy-3masters", binary, proxyConfig{masters: m3, lockKeys: []string{"*"}}); err != nil {
 			return err
 		}
@@ -421,6 +427,93 @@ func run(o options, ps *procs, out io.Writer) error {
 			}
 		}
 		r.notes = append(r.notes, fmt.Sprintf("acquire (Go client): the same SET key:<12 digits below 100000> val NX PX 10000 from %d connections, one command in flight each, %v per run; counts error replies and goes on (redis-benchmark stops at the first error reply); rate = OK or nil replies per second", o.clients, o.duration))
+	}
+
+	// Row 6: clients that multiplex every request of a process on one
+	// connection, from Node.
+	if o.rows["6"] {
+		if why := nodeReady(); why != "" {
+			r.problem("row 6 not measured: %s", why)
+		} else {
+			type nodeConf struct {
+				key, mode, what string
+				addrs           []string
+				redis           []*proc
+			}
+			confs := []nodeConf{
+				{"redlock.proxy", "redlock5", "node-redlock → proxy", []string{p3.addr}, m3p},
+				{"redlock.direct", "redlock5", "node-redlock → 3 masters", m3, m3p},
+				{"noderedis.proxy", "noderedis", "node-redis → proxy", []string{p3.addr}, m3p},
+				{"noderedis.single", "noderedis", "node-redis → 1 Redis", []string{single.addr}, []*proc{single}},
+			}
+			var line string
+			for rep := range o.reps {
+				for _, nc := range confs {
+					if err := flushAll(allRedis...); err != nil {
+						return err
+					}
+					snap0 := snapCPU(nc.redis, false)
+					res, err := runNode(nc.mode, nc.addrs, o.clients, o.duration)
+					line = res.line
+					if err != nil {
+						r.problem("%s, repetition %d: %v", nc.what, rep+1, err)
+						continue
+					}
+					r.recordCPU("node."+nc.key, snap0, snapCPU(nc.redis, false), res.cpu, res.Pairs)
+					progress("%-26s rep %d: %8.0f pairs/s  p50 %6.2f ms  p99 %6.2f ms  lock errors %d  release errors %d",
+						nc.what, rep+1, res.rate(), res.P50, res.P99, res.LockErrors, res.UnlockErrors)
+					r.add("node."+nc.key+".rate", res.rate())
+					r.add("node."+nc.key+".p99", res.P99)
+					if res.LockErrors+res.UnlockErrors > 0 {
+						r.problem("%s, repetition %d: %d failed locks, %d failed releases; e.g. %s", nc.what, rep+1, res.LockErrors, res.UnlockErrors, res.FirstError)
+					}
+				}
+			}
+			r.notes = append(r.notes, fmt.Sprintf("Node: `%s` (compat/node/loadgen.mjs) per target: %d concurrent lock/release loops, each on its own key, all on one client per address (one connection each); node-redlock 5.0.0-beta.2 over ioredis 5.9.3 (retryCount 0, TTL 8 s), node-redis 4.7.0 (RESP2); %v per run after a warm-up pair per loop. CPU of the whole machine: /proc/stat over the whole run, over the pairs that succeeded.", portRE.ReplaceAllString(line, "<port>"), o.clients, o.duration))
+		}
+	}
+
+	// Row 7: one connection, many acquires pipelined, against as many
+	// connections with one each.
+	if o.rows["7"] {
+		pilot, _, _, err := runRedisBenchmark(p3.addr, 20000, rbTimeout, "-c", c, "-P", "1", "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
+		slowest := 10000.0
+		for _, v := range pilot {
+			slowest = v.rps
+		}
+		if err != nil {
+			r.problem("row 7 pilot: %v", err)
+		}
+		n := max(20000, min(int(slowest*o.duration.Seconds()), 5_000_000))
+		var lines []string
+		for rep := range o.reps {
+			for _, conf := range []struct {
+				key  string
+				args []string
+			}{{"one", []string{"-c", "1", "-P", c}}, {"many", []string{"-c", c, "-P", "1"}}} {
+				if err := flushAll(allRedis...); err != nil {
+					return err
+				}
+				snap0 := snapCPU(m3p, false)
+				args := append(conf.args, "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
+				res, line, gen, err := runRedisBenchmark(p3.addr, n, rbTimeout, args...)
+				if rep == 0 {
+					lines = append(lines, portRE.ReplaceAllString(line, "-h 127.0.0.1 -p <port>"))
+				}
+				if err != nil {
+					r.problem("row 7 (%s), repetition %d: %v", conf.key, rep+1, err)
+					continue
+				}
+				r.recordCPU("mux."+conf.key, snap0, snapCPU(m3p, false), gen, n)
+				for _, v := range res {
+					r.add("mux."+conf.key+".rps", v.rps)
+					progress("acquire through the proxy, %-4s rep %d: %.0f/s p99 %.2f ms", conf.key, rep+1, v.rps, v.p99ms)
+				}
+			}
+		}
+		if len(lines) == 2 {
+			r.notes = append(r.notes, fmt.Sprintf("row 7: `%s` and `%s` against the proxy (3 masters), same -n", lines[0], lines[1]))
+		}
 	}
 
 	// Row 4: passthrough.

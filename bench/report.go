@@ -16,6 +16,7 @@ type row struct {
 	ratio           float64 // proxy / baseline; NaN when not measured
 	target          string
 	min             float64 // target: ratio ≥ min
+	maxRatio        float64 // target: ratio ≤ maxRatio
 	maxAbsolute     float64 // target: absolute ≤ maxAbsolute
 	absolute        float64
 }
@@ -26,6 +27,8 @@ func (w row) verdict() string {
 		return "—"
 	case w.min > 0 && !math.IsNaN(w.ratio):
 		return w.target + yesNo(w.ratio >= w.min)
+	case w.maxRatio > 0 && !math.IsNaN(w.ratio):
+		return w.target + yesNo(w.ratio <= w.maxRatio)
 	case w.maxAbsolute > 0 && !math.IsNaN(w.absolute):
 		return w.target + yesNo(w.absolute <= w.maxAbsolute)
 	}
@@ -115,8 +118,16 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		add(row{what: what + ": p99 acquire latency (ratio < 1: proxy faster)", proxy: millis(orNaN(r, "rs."+a+".p99")), baseline: millis(orNaN(r, "rs."+b+".p99")),
 			ratio: ratioOf(r, "rs."+a+".p99", "rs."+b+".p99"), target: "—"})
 	}
+	machineCPU := func(what, a, b, target string, maxRatio float64) {
+		if r.has(a+".machine") || r.has(b+".machine") {
+			add(row{what: what + ": CPU of the whole machine (clients, masters, proxy) per lock+unlock pair, µs",
+				proxy: micros(orNaN(r, a+".machine")), baseline: micros(orNaN(r, b+".machine")),
+				ratio: ratioOf(r, a+".machine", b+".machine"), target: target, maxRatio: maxRatio})
+		}
+	}
 	if o.rows["1"] {
 		rsRate(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "p3", "m3", "≥ 2×", 2)
+		machineCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "≤ 0.4×", 0.4)
 		rsRate(fmt.Sprintf("1 a/c. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → 1 Redis", o.clients), "p3", "single", "≥ 0.8×", 0.8)
 	}
 	if o.rows["2"] {
@@ -178,6 +189,26 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		add(row{what: "4. passthrough -P 1, CPU (user+system) per command, µs: proxy vs twemproxy process",
 			proxy: micros(orNaN(r, "pt1.proxy.cpu")), baseline: micros(orNaN(r, "pt1.twemproxy.cpu")),
 			ratio: ratioOf(r, "pt1.proxy.cpu", "pt1.twemproxy.cpu"), target: "—"})
+	}
+	if o.rows["6"] {
+		what := fmt.Sprintf("6 a. node-redlock 5 + ioredis, %d lock/release loops on one connection: via proxy (3 masters) vs node-redlock → same 3 masters", o.clients)
+		add(row{what: what + ": lock+release pairs/s", proxy: rate(orNaN(r, "node.redlock.proxy.rate")), baseline: rate(orNaN(r, "node.redlock.direct.rate")),
+			ratio: ratioOf(r, "node.redlock.proxy.rate", "node.redlock.direct.rate"), target: "≥ 1.5×", min: 1.5})
+		add(row{what: what + ": p99 lock+release latency (ratio < 1: proxy faster)", proxy: millis(orNaN(r, "node.redlock.proxy.p99")), baseline: millis(orNaN(r, "node.redlock.direct.p99")),
+			ratio: ratioOf(r, "node.redlock.proxy.p99", "node.redlock.direct.p99"), target: "—"})
+		machineCPU(what, "node.redlock.proxy", "node.redlock.direct", "≤ 0.4×", 0.4)
+		what = fmt.Sprintf("6 b. node-redis 4, %d lock/release loops (SET NX PX, unlock script) on one connection: via proxy (3 masters) vs node-redis → 1 Redis", o.clients)
+		add(row{what: what + ": lock+release pairs/s", proxy: rate(orNaN(r, "node.noderedis.proxy.rate")), baseline: rate(orNaN(r, "node.noderedis.single.rate")),
+			ratio: ratioOf(r, "node.noderedis.proxy.rate", "node.noderedis.single.rate"), target: "—"})
+		machineCPU(what, "node.noderedis.proxy", "node.noderedis.single", "—", 0)
+	}
+	if o.rows["7"] {
+		add(row{what: fmt.Sprintf("7. redis-benchmark SET key:__rand_int__ val NX PX 10000 through the proxy, acquires/s: one connection, -c 1 -P %d, vs %d connections, -c %d -P 1", o.clients, o.clients, o.clients),
+			proxy: rate(orNaN(r, "mux.one.rps")), baseline: rate(orNaN(r, "mux.many.rps")),
+			ratio: ratioOf(r, "mux.one.rps", "mux.many.rps"), target: "≥ 1.0×", min: 1.0})
+		add(row{what: "7. … CPU of the whole machine per acquire, µs: -c 1 -P vs -c -P 1",
+			proxy: micros(orNaN(r, "mux.one.machine")), baseline: micros(orNaN(r, "mux.many.machine")),
+			ratio: ratioOf(r, "mux.one.machine", "mux.many.machine"), target: "—"})
 	}
 	if o.rows["5"] {
 		with := orNaN(r, "rss.with")

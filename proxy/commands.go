@@ -103,6 +103,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
+	if keys, ok := s.groupable(st, cmd.Args); ok && s.lockPipeline(c, st, cmd, keys) {
+		return // it and the lock operations pipelined after it ran together
+	}
 	if e == nil || !e.releases {
 		keepInput(c)
 	}

@@ -134,6 +134,11 @@ type ProxyConfig struct {
 	// to declare it ([[scripts]]); "passthrough" runs it on the backend
 	// alone, where it changes one master's copy of the lock.
 	UnknownScripts string `toml:"unknown_scripts"`
+	// MaxInflight is how many lock operations one client may have running
+	// at once: pipelined after one another, up to this many run together
+	// (pipeline.go), and the client's next input is read once they are
+	// done.
+	MaxInflight int `toml:"max_inflight"`
 	// Procs is how many threads run the proxy's Go code at once
 	// (GOMAXPROCS), set by the program that runs the Server. 0 leaves Go's
 	// choice: the GOMAXPROCS environment variable, else one per CPU the
@@ -197,7 +202,7 @@ func DefaultConfig() Config {
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
 			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
-			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, UnknownScripts: "refuse",
+			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, UnknownScripts: "refuse", MaxInflight: 512,
 			GCHeadroom: 16 << 20,
 		},
 		Redlock: RedlockConfig{
@@ -277,6 +282,8 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.lock_wait_poll: must be positive")
 	case c.Proxy.LeaseTTL.Duration < 30*time.Millisecond:
 		return errors.New("proxy.lease_ttl: must be at least 30ms")
+	case c.Proxy.MaxInflight < 1:
+		return errors.New("proxy.max_inflight: must be at least 1")
 	case c.Proxy.UnknownScripts != "refuse" && c.Proxy.UnknownScripts != "passthrough":
 		return fmt.Errorf("proxy.unknown_scripts: %q is not refuse or passthrough", c.Proxy.UnknownScripts)
 	}

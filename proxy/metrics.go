@@ -22,6 +22,9 @@ type metrics struct {
 	latency     *prometheus.HistogramVec // by op
 	passthrough prometheus.Counter
 	connections prometheus.Counter
+	// pipelinedOps counts lock operations that ran together with others
+	// of the same connection (pipeline.go).
+	pipelinedOps prometheus.Counter
 
 	// The series each operation counts on, looked up once: by label
 	// values, a lookup hashed the labels on every operation.
@@ -86,8 +89,10 @@ func newMetrics(s *Server) *metrics {
 			Help: "Commands passed through to the backend."}),
 		connections: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_connections_total",
 			Help: "Client connections accepted."}),
+		pipelinedOps: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_pipelined_lock_operations_total",
+			Help: "Lock operations that ran together with others pipelined on the same connection."}),
 	}
-	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.passthrough, m.connections,
+	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.passthrough, m.connections, m.pipelinedOps,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_clients", Help: "Client connections open."},
 			func() float64 { return float64(s.clients.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_voters", Help: "Masters that can vote now (up, not guarded)."},

@@ -34,6 +34,7 @@ type Server struct {
 	mux     *muxPool // the shared connection for plain passthrough
 	scripts *scriptCache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
+	ops     *opRunners // run pipelined lock operations (pipeline.go)
 	// leasesActive counts LOCK.ACQUIRE … LEASE locks being renewed.
 	leasesActive atomic.Int64
 	started      time.Time
@@ -98,6 +99,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds
+	s.ops = newOpRunners()
 	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))

@@ -1,0 +1,171 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+// pipeline sends cmds on one connection in one write and returns the
+// replies, in order.
+func pipeline(t *testing.T, c *redis.Client, cmds ...[]any) []*redis.Cmd {
+	t.Helper()
+	p := c.Pipeline()
+	out := make([]*redis.Cmd, len(cmds))
+	for i, args := range cmds {
+		out[i] = p.Do(context.Background(), args...)
+	}
+	_, _ = p.Exec(context.Background())
+	return out
+}
+
+// Lock operations pipelined on one connection run together: with every
+// master 40 ms away each way, forty SET NX of different keys one after
+// another would take 40 round trips (over 3 s); run together they take a
+// few. Each is granted, on a quorum.
+func TestPipelinedLockOperationsRunTogether(t *testing.T) {
+	var relays []*redistest.Relay
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		for i, m := range c.Redlock.Masters {
+			r := redistest.NewRelay(t, m)
+			relays = append(relays, r)
+			c.Redlock.Masters[i] = r.Addr()
+		}
+	})
+	mustEqual(t, "warm", must(e.do("SET", e.key("warm"), "w", "NX", "PX", 1000)), any("OK"))
+	for _, r := range relays {
+		r.Delay.Store(int64(40 * time.Millisecond))
+	}
+	var cmds [][]any
+	for i := 0; i < 40; i++ {
+		cmds = append(cmds, []any{"SET", e.key(fmt.Sprint(i)), "t", "NX", "PX", 10000})
+	}
+	start := time.Now()
+	replies := pipeline(t, e.c, cmds...)
+	took := time.Since(start)
+	for i, r := range replies {
+		if v, err := r.Result(); v != "OK" {
+			t.Fatalf("SET NX %d: %v %v", i, v, err)
+		}
+	}
+	t.Logf("40 pipelined SET NX with the masters 40 ms away: %v", took.Round(time.Millisecond))
+	if took > 1500*time.Millisecond {
+		t.Fatalf("40 pipelined SET NX took %v: they ran one after another", took)
+	}
+	for _, r := range relays {
+		r.Delay.Store(0)
+	}
+	for i := 0; i < 40; i++ {
+		if n := count(e.onMasters(e.key(fmt.Sprint(i))), "t"); n < 2 {
+			t.Fatalf("key %d held on %d masters", i, n)
+		}
+	}
+}
+
+// Replies come back in the order of the requests, and the effects of
+// pipelined operations on one key come in that order too, with passthrough
+// commands in between kept in their places.
+func TestPipelinedLockOperationsInOrder(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	k, n := "lock:"+e.key("k"), "lock:"+e.key("n")
+	r := pipeline(t, e.c,
+		[]any{"SET", k, "t1", "NX", "PX", 10000},
+		[]any{"EVAL", unlockSpellings[0], 1, k, "t1"},
+		[]any{"SET", k, "t2", "NX", "PX", 10000},
+		[]any{"GET", k},
+		[]any{"PTTL", k},
+		[]any{"INCR", e.key("counter")}, // passthrough, between lock operations
+		[]any{"SET", k, "t3", "NX", "PX", 10000},
+		[]any{"LOCK.ACQUIRE", n, 10000, "TOKEN", "a"},
+		[]any{"LOCK.RELEASE", n, "a"},
+		[]any{"EXISTS", k, n},
+	)
+	want := []string{"OK", "1", "OK", "t2", "ttl", "1", "nil", "grant", "1", "1"}
+	for i, c := range r {
+		v, err := c.Result()
+		got := fmt.Sprint(v)
+		switch {
+		case want[i] == "nil" && err == redis.Nil:
+		case want[i] == "ttl" && err == nil && v.(int64) > 9000:
+		case want[i] == "grant" && err == nil && len(v.([]any)) == 3:
+		case err == nil && got == want[i]:
+		default:
+			t.Errorf("reply %d (%v): %v %v, want %s", i, c.Args(), v, err, want[i])
+		}
+	}
+}
+
+// Pipelined SET NX of one key, each with its own token, grant it once.
+func TestPipelinedSameKeyGrantedOnce(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	var cmds [][]any
+	for i := 0; i < 20; i++ {
+		cmds = append(cmds, []any{"SET", e.key("k"), fmt.Sprint("t", i), "NX", "PX", 10000})
+	}
+	granted := 0
+	for _, c := range pipeline(t, e.c, cmds...) {
+		if v, _ := c.Result(); v == "OK" {
+			granted++
+		}
+	}
+	mustEqual(t, "grants", granted, 1)
+	mustEqual(t, "the first is the holder", must(e.do("GET", e.key("k"))), any("t0"))
+}
+
+// A client may have at most proxy.max_inflight operations running: a
+// longer pipeline runs in groups of that many, every reply in order.
+func TestPipelinedBeyondMaxInflight(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.MaxInflight = 4 })
+	var cmds [][]any
+	for i := 0; i < 30; i++ {
+		cmds = append(cmds, []any{"SET", e.key(fmt.Sprint(i)), fmt.Sprint("t", i), "NX", "PX", 10000},
+			[]any{"GET", e.key(fmt.Sprint(i))})
+	}
+	r := pipeline(t, e.c, cmds...)
+	for i := 0; i < 30; i++ {
+		if v, _ := r[2*i].Result(); v != "OK" {
+			t.Fatalf("SET NX %d: %v", i, v)
+		}
+		if v, _ := r[2*i+1].Result(); v != fmt.Sprint("t", i) {
+			t.Fatalf("GET %d: %v", i, v)
+		}
+	}
+}
+
+// A client that leaves with lock operations in flight: each still
+// completes, or is taken back on every master where it is refused;
+// nothing of a refused one is left behind.
+func TestPipelinedOperationsOfAClientThatLeft(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	for i := 0; i < 20; i += 2 { // the even keys are held elsewhere on two masters: refused
+		e.seed(e.key(fmt.Sprint(i)), "other", 10*time.Second, 0, 1)
+	}
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req []byte
+	for i := 0; i < 20; i++ {
+		req = fmt.Appendf(req, "SET %s mine NX PX 10000\r\n", e.key(fmt.Sprint(i)))
+	}
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	eventually(t, "every operation settled", func() bool {
+		for i := 0; i < 20; i++ {
+			on := e.onMasters(e.key(fmt.Sprint(i)))
+			if i%2 == 0 && count(on, "mine") != 0 || i%2 == 1 && count(on, "mine") != 3 {
+				return false
+			}
+		}
+		return true
+	})
+}
