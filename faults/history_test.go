@@ -205,7 +205,7 @@ var fullSchedule = schedule{
 	name: "full",
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
 		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
-	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "disconnect": 1},
+	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "disconnect": 1},
 }
 
 func pick(rng *rand.Rand, weights map[string]int) string {
@@ -426,6 +426,8 @@ func (w *world) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 			w.native(id, rng, conns[p], key)
 		case "lease":
 			w.lease(id, rng, w.proxies[p].Addr, key)
+		case "pipelined":
+			w.pipelined(id, rng, conns[p])
 		case "disconnect":
 			w.disconnect(rng, w.proxies[p].Addr, key)
 		}
@@ -647,6 +649,51 @@ func (w *world) lease(id int, rng *rand.Rand, addr, key string) {
 	} else {
 		w.h.count("lease ended by close")
 	}
+}
+
+// pipelined takes a few keys at once, as a multiplexing client does: SET
+// NX of each in one pipeline on one connection (the proxy runs them
+// concurrently), holds those granted, and releases them in one pipeline.
+func (w *world) pipelined(id int, rng *rand.Rand, c *redis.Client) {
+	ctx := context.Background()
+	keys := rng.Perm(len(w.keys))[:2+rng.Intn(2)]
+	ttl := randDur(rng, 400*time.Millisecond, 1500*time.Millisecond)
+	toks := make([]string, len(keys))
+	p := c.Pipeline()
+	cmds := make([]*redis.BoolCmd, len(keys))
+	for i, k := range keys {
+		toks[i] = randToken()
+		cmds[i] = p.SetNX(ctx, w.keys[k], toks[i], ttl)
+	}
+	s := w.h.now()
+	_, _ = p.Exec(ctx)
+	r := w.h.now()
+	var held []*holding
+	var unlock []int
+	for i, k := range keys {
+		if ok, err := cmds[i].Result(); err != nil || !ok {
+			w.h.count(fmt.Sprintf("pipelined set-nx refused: %s", errKind(err)))
+			continue
+		}
+		w.h.count("pipelined set-nx granted")
+		g := w.h.begin(w.keys[k], toks[i], "pipelined SET NX", id, r, s+ttl-drift(ttl))
+		w.h.step(g, s, "pipelined SET NX PX %d", ttl.Milliseconds())
+		held = append(held, g)
+		unlock = append(unlock, i)
+	}
+	if len(held) == 0 {
+		return
+	}
+	if !w.holdFor(rng, held[0], 1) {
+		return
+	}
+	u := w.h.now()
+	p = c.Pipeline()
+	for j, i := range unlock {
+		w.h.cut(held[j], u)
+		p.Eval(ctx, unlockScript, []string{w.keys[keys[i]]}, toks[i])
+	}
+	_, _ = p.Exec(ctx)
 }
 
 // disconnect sends a lock request and closes its connection without

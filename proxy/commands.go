@@ -97,14 +97,22 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			return
 		}
 	} else if s.plainPassthrough(e, cmd.Args) {
+		// Its reply queues behind any lock operations in flight.
 		// Done with the arguments when it returns: the shared and the
 		// pinned backend connections copy them into their write before
 		// the replies come.
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
-	if keys, ok := s.groupable(st, cmd.Args); ok && s.lockPipeline(c, st, cmd, keys) {
-		return // it and the lock operations pipelined after it ran together
+	ss, _ := c.(*session)
+	if keys, ok := s.groupable(st, cmd.Args); ok && ss != nil && (len(c.PeekPipeline()) > 0 || ss.busy()) {
+		// More follows, or is in flight: run it concurrently. (Alone,
+		// it runs here, at less cost.)
+		s.startOp(ss, st, cmd.Args, keys)
+		return
+	}
+	if ss != nil && ss.busy() {
+		ss.waitIdle() // anything else runs once the operations in flight are done
 	}
 	if e == nil || !e.releases {
 		keepInput(c)

@@ -2,36 +2,42 @@ package proxy
 
 import (
 	"net"
+	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidwall/redcon"
 )
 
-// Lock operations pipelined on one connection run together. The clients
-// most used from Node, Java and .NET put a process's requests on one
-// connection and pipeline them; run one after another, each waiting for its
-// quorum, they would get one lock operation per round trip to the masters.
+// Lock operations pipelined on one connection run concurrently. The
+// clients most used from Node, Java and .NET put a process's requests on
+// one connection and pipeline them; run one after another, each waiting
+// for its quorum, they would get one lock operation per round trip to the
+// masters.
 //
-// When a lock operation is followed, in what the client sent, by more, up
-// to proxy.max_inflight of them run at once as a group: each on a goroutine
-// of its own, its commands joining the masters' batches with everyone
-// else's. Its reply goes into a buffer of its own, and once the whole group
-// is done the replies are written in the order of the requests. An
-// operation waits for the earlier ones of the group that share a key with
-// it, so that its effects come after theirs, as on one Redis (SET NX then
-// the unlock script of the key releases it; two SET NX of a key grant at
-// most one). The next input is read only when the group is done: a client
-// has at most max_inflight operations in flight, and one that sends more
-// is held back by TCP. A command that is not a lock operation ends the
-// group and runs after it, as it does today.
+// A lock operation on lock keys (groupable) starts as soon as it is read,
+// on a runner goroutine, its commands joining the masters' batches with
+// everyone else's, and the session reads on. Its reply goes into a buffer
+// of its own, queued in the order of the requests (session.out); whoever
+// completes the operation at the head of the queue writes out every reply
+// that is ready behind it. An operation waits for the earlier operations
+// of the connection that share a key with it, so that its effects come
+// after theirs, as on one Redis (SET NX then the unlock script of the key
+// releases it; two SET NX of a key grant at most one). At most
+// proxy.max_inflight operations of a connection run at once; the session
+// stops reading while that many do, and TCP holds the client back.
+//
+// Other commands keep their order: a plain passthrough command runs at
+// once and its reply queues behind those in flight; any other command
+// (MULTI, WAIT, leases, AUTH, connection state) waits until every operation
+// in flight is done, then runs as it always did.
 
-// groupable reports whether a command may run in a group: a quorum
-// operation on lock keys only, with no connection state (no MULTI, no
-// waiting, no lease, no backend connection), once the client may run
-// commands at all. It returns the keys the operation acts on.
+// groupable reports whether a command may run concurrently with the
+// connection's others: a quorum operation on lock keys only, with no
+// connection state (no MULTI, no waiting, no lease, no backend
+// connection), once the client may run commands at all. It returns the
+// keys the operation acts on.
 func (s *Server) groupable(st *client, args [][]byte) ([][]byte, bool) {
 	if len(args) < 2 || st.multi || (!st.authed && s.authRequired()) {
 		return nil, false
@@ -97,102 +103,163 @@ func (s *Server) lockScriptKeys(name string, args [][]byte) ([][]byte, bool) {
 	return args[3 : 3+nk], true
 }
 
-// maxGroup is proxy.max_inflight, at least 1.
-func (s *Server) maxGroup() int { return max(s.cfg.Proxy.MaxInflight, 1) }
-
-// groupOp is one operation of a group: its command, its reply, and when it
-// is done.
-type groupOp struct {
+// pending is one reply of a connection queued behind lock operations in
+// flight: an operation's, or, done from the start, the replies of other
+// commands written meanwhile.
+type pending struct {
 	args  [][]byte
 	h     handler
 	reply redcon.Writer // buffers the reply; never flushed
-	after []int         // earlier operations of the group it waits for
-	done  chan struct{}
+	after []*pending    // earlier operations of the connection it waits for
+	done  chan struct{} // closed when its reply is ready
+	ready bool          // under session.outMu
 	panic any
 }
 
-// lockPipeline runs cmd, a groupable lock operation, together with the
-// groupable commands the client pipelined right after it (see above), and
-// reports false when there are none: cmd then runs alone, as usual. The
-// commands after the group are served one by one, as usual.
-func (s *Server) lockPipeline(c redcon.Conn, st *client, cmd redcon.Command, keys [][]byte) bool {
-	next := c.PeekPipeline()
-	var nextKeys [][][]byte
-	for len(nextKeys) < len(next) && len(nextKeys)+1 < s.maxGroup() {
-		k, ok := s.groupable(st, next[len(nextKeys)].Args)
-		if !ok {
-			break
-		}
-		nextKeys = append(nextKeys, k)
-	}
-	if len(nextKeys) == 0 {
-		return false
-	}
-	rest := c.ReadPipeline()
-	ops := make([]*groupOp, 0, len(nextKeys)+1)
-	last := map[string]int{} // key → the last operation of the group on it
-	add := func(args, keys [][]byte) {
-		op := &groupOp{args: args, h: lookup(args[0]).h, done: make(chan struct{})}
-		for _, k := range keys {
-			if j, ok := last[string(k)]; ok {
-				op.after = append(op.after, j)
-			}
-			last[string(k)] = len(ops)
-		}
-		ops = append(ops, op)
-	}
-	add(cmd.Args, keys)
-	for i, k := range nextKeys {
-		add(rest[i].Args, k)
-	}
-	s.m.pipelinedOps.Add(float64(len(ops)))
-	var wg sync.WaitGroup
-	wg.Add(len(ops))
-	for _, op := range ops {
-		s.ops.run(func() { s.runGroupOp(op, ops, st, &wg) })
-	}
-	wg.Wait()
-	for _, op := range ops {
-		c.WriteRaw(op.reply.Buffer())
-		handOver(c)
-	}
-	for _, op := range ops {
-		if op.panic != nil {
-			s.log.Error().Str("client", c.RemoteAddr()).Interface("panic", op.panic).Msg("command handler panicked; closing the client")
-			c.WriteError("ERR redlock-proxy: internal error; closing the connection")
-			_ = c.Close()
-			return true
-		}
-	}
-	for _, x := range rest[len(nextKeys):] {
-		s.dispatch(c, x)
-	}
-	return true
+// inflight is what a session keeps of its lock operations in flight.
+type inflight struct {
+	queue []*pending          // replies not yet written, in request order
+	last  map[string]*pending // by key, the last operation started on it
+	slots chan struct{}       // one per operation running: at most max_inflight
+	idle  chan struct{}       // closed when the queue empties
+	// flushing: an operation that finished is about to write out what is
+	// ready; others that finish meanwhile leave it to that one.
+	flushing bool
 }
 
-// runGroupOp runs one operation of a group once those it waits for are
-// done, writing its reply into its buffer.
-func (s *Server) runGroupOp(op *groupOp, ops []*groupOp, st *client, wg *sync.WaitGroup) {
-	defer wg.Done()
-	defer close(op.done)
+// startOp starts a groupable lock operation of the session (keys are the
+// keys it acts on): it waits for a slot (the session stops reading while
+// max_inflight run), queues its reply, and hands it to a runner.
+func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
+	f := &ss.fly
+	if f.slots == nil {
+		f.slots = make(chan struct{}, max(s.cfg.Proxy.MaxInflight, 1))
+		f.last = map[string]*pending{}
+	}
+	f.slots <- struct{}{} // blocks while max_inflight run
+	op := &pending{args: args, h: lookup(args[0]).h, done: make(chan struct{})}
+	for _, k := range keys {
+		if prev := f.last[string(k)]; prev != nil {
+			op.after = append(op.after, prev)
+		}
+		f.last[string(k)] = op
+	}
+	ss.queueReply(op)
+	keepInput(ss) // the operation reads its arguments after this batch
+	s.m.pipelinedOps.Inc()
+	s.ops.run(func() { s.runOp(ss, st, op) })
+}
+
+// runOp runs one operation once those it waits for are done, writing its
+// reply into its buffer, then writes out what is ready at the head of the
+// queue.
+func (s *Server) runOp(ss *session, st *client, op *pending) {
+	defer func() { <-ss.fly.slots }()
+	defer ss.opDone(op)
 	defer func() {
 		if r := recover(); r != nil {
 			op.panic = r
-			s.log.Error().Str("stack", string(debug.Stack())).Msg("pipelined lock operation panicked")
+			s.log.Error().Str("client", ss.addr).Interface("panic", r).Str("stack", string(debug.Stack())).
+				Msg("command handler panicked; closing the client")
 		}
 	}()
-	for _, j := range op.after {
-		<-ops[j].done
+	for _, prev := range op.after {
+		<-prev.done
 	}
 	op.h(s, replyConn{&op.reply}, st, op.args)
 }
 
-// opRunners run the operations of groups on goroutines that stay for the
-// next: a goroutine started per operation grew its stack to the depth of
-// a quorum operation every time (a twentieth of the proxy's time under a
+// queueReply queues p behind the replies not yet written; the first one
+// makes the queue, and its idle signal.
+func (ss *session) queueReply(p *pending) {
+	ss.outMu.Lock()
+	defer ss.outMu.Unlock()
+	if len(ss.fly.queue) == 0 {
+		ss.fly.idle = make(chan struct{})
+		// What the session wrote before goes first.
+		ss.sendLocked(ss.wr.Buffer())
+		ss.wr.SetBuffer(ss.wr.Buffer()[:0])
+	}
+	ss.fly.queue = append(ss.fly.queue, p)
+}
+
+// opDone marks op's reply ready and writes out the replies ready at the
+// head of the queue, in one write. The operations of one batch of a
+// master's replies finish one after another: the first to finish yields
+// once before it writes, so that the others mark theirs ready too and one
+// write carries them all.
+func (ss *session) opDone(op *pending) {
+	f := &ss.fly
+	ss.outMu.Lock()
+	op.ready = true
+	close(op.done)
+	if f.flushing {
+		ss.outMu.Unlock()
+		return // the one flushing writes this one too
+	}
+	f.flushing = true
+	ss.outMu.Unlock()
+	runtime.Gosched()
+	ss.outMu.Lock()
+	defer ss.outMu.Unlock()
+	f.flushing = false
+	var out []byte
+	for len(f.queue) > 0 && f.queue[0].ready {
+		p := f.queue[0]
+		f.queue[0] = nil
+		f.queue = f.queue[1:]
+		out = append(out, p.reply.Buffer()...)
+		if p.panic != nil {
+			out = redcon.AppendError(out, "ERR redlock-proxy: internal error; closing the connection")
+			ss.sendLocked(out)
+			_ = ss.cc.Close()
+			out = nil
+		}
+	}
+	ss.sendLocked(out)
+	if len(f.queue) == 0 && f.idle != nil {
+		f.queue = nil
+		clear(f.last)
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// sendLocked writes b to the client at once; ss.outMu held.
+func (ss *session) sendLocked(b []byte) {
+	if len(b) > 0 {
+		_, _ = ss.cc.Write(b)
+	}
+}
+
+// waitIdle waits until no lock operation of the session is in flight and
+// every queued reply is written.
+func (ss *session) waitIdle() {
+	ss.outMu.Lock()
+	idle := ss.fly.idle
+	busy := len(ss.fly.queue) > 0
+	ss.outMu.Unlock()
+	if busy {
+		<-idle
+	}
+}
+
+// busy reports whether replies are queued behind operations in flight.
+func (ss *session) busy() bool {
+	if ss.fly.slots == nil { // never had one in flight
+		return false
+	}
+	ss.outMu.Lock()
+	defer ss.outMu.Unlock()
+	return len(ss.fly.queue) > 0
+}
+
+// opRunners run lock operations on goroutines that stay for the next: a
+// goroutine started per operation grew its stack to the depth of a quorum
+// operation every time (a twentieth of the proxy's time under a
 // multiplexing client). An operation is handed to an idle runner, or, when
 // none is idle, to a new one, so that an operation waiting for an earlier
-// one of its group never waits for a runner. A runner idle for
+// one never waits for a runner. A runner idle for
 // runnerIdle ends.
 type opRunners struct {
 	work chan func() // unbuffered: a send succeeds when a runner is idle
@@ -229,8 +296,8 @@ func (p *opRunners) runner(f func()) {
 	}
 }
 
-// replyConn is what a grouped operation writes its reply to: a buffer,
-// which the client's session writes out in order.
+// replyConn is what a lock operation in flight writes its reply to: a
+// buffer, which is written out in request order.
 type replyConn struct{ w *redcon.Writer }
 
 var _ redcon.Conn = replyConn{}

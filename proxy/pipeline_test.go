@@ -3,7 +3,9 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,10 +86,12 @@ func TestPipelinedLockOperationsInOrder(t *testing.T) {
 		[]any{"INCR", e.key("counter")}, // passthrough, between lock operations
 		[]any{"SET", k, "t3", "NX", "PX", 10000},
 		[]any{"LOCK.ACQUIRE", n, 10000, "TOKEN", "a"},
+		[]any{"CLIENT", "SETNAME", "x"}, // connection state: after those in flight
 		[]any{"LOCK.RELEASE", n, "a"},
 		[]any{"EXISTS", k, n},
+		[]any{"PING"},
 	)
-	want := []string{"OK", "1", "OK", "t2", "ttl", "1", "nil", "grant", "1", "1"}
+	want := []string{"OK", "1", "OK", "t2", "ttl", "1", "nil", "grant", "OK", "1", "1", "PONG"}
 	for i, c := range r {
 		v, err := c.Result()
 		got := fmt.Sprint(v)
@@ -168,4 +172,29 @@ func TestPipelinedOperationsOfAClientThatLeft(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Malformed input after pipelined lock operations: their replies come
+// first, then the protocol error, then the close, as on Redis.
+func TestPipelinedThenBadInput(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var req []byte
+	for i := 0; i < 5; i++ {
+		req = fmt.Appendf(req, "SET %s t NX PX 10000\r\n", e.key(fmt.Sprint(i)))
+	}
+	req = append(req, "*1\r\n$x\r\n"...)
+	if _, err := nc.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	all, _ := io.ReadAll(nc)
+	want := strings.Repeat("+OK\r\n", 5) + "-ERR Protocol error"
+	if !strings.HasPrefix(string(all), want) {
+		t.Fatalf("got %q, want the five replies, then the protocol error", all)
+	}
 }

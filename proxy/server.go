@@ -267,11 +267,21 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 // handOver moves the replies written so far from redcon's buffer to the
 // clientConn, which sends them once a batch is done or 64 KB have piled up.
 func handOver(c redcon.Conn) {
-	if ss, ok := c.(*session); ok {
-		ss.cc.hold = true
-		_ = ss.wr.Flush()
-		ss.cc.hold = false
+	ss, ok := c.(*session)
+	if !ok {
+		return
 	}
+	if ss.fly.slots != nil { // it has had lock operations in flight
+		ss.outMu.Lock()
+		defer ss.outMu.Unlock()
+		if len(ss.fly.queue) > 0 {
+			ss.queueWrittenLocked()
+			return
+		}
+	}
+	ss.cc.hold = true
+	_ = ss.wr.Flush()
+	ss.cc.hold = false
 }
 
 // isLockKey reports whether key is served by the quorum (proxy.lock_keys).

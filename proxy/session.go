@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,6 +88,10 @@ type session struct {
 	// of its commands, and its request on a shared backend connection.
 	batch []redcon.Command
 	req   *muxReq
+	// Lock operations in flight (pipeline.go): outMu guards fly and every
+	// write to cc once the session has had one.
+	outMu sync.Mutex
+	fly   inflight
 }
 
 var _ redcon.Conn = (*session)(nil)
@@ -185,6 +190,7 @@ func (s *Server) untrack(ss *session) {
 
 func (ss *session) serve() {
 	err := ss.loop()
+	ss.waitIdle() // its lock operations in flight complete, or are taken back
 	_ = ss.cc.Close()
 	byClient := ss.quit || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 	if err == io.EOF || ss.s.closing.Load() {
@@ -211,6 +217,11 @@ func (ss *session) loop() error {
 			copy(in, ss.in[:ss.n])
 			ss.in = in
 		}
+		if ss.cc.rerr != nil {
+			// Read answers the input's error: after the replies of the
+			// commands before it, those in flight included.
+			ss.waitIdle()
+		}
 		k, err := ss.cc.Read(ss.in[ss.n:])
 		ss.n += k
 		if k > 0 {
@@ -218,6 +229,7 @@ func (ss *session) loop() error {
 			cmds, slab, used, perr := parseInto(ss.in[:ss.n], ss.spareCmds, ss.spareArgs)
 			ss.spareCmds, ss.spareArgs = nil, nil
 			if perr != nil {
+				ss.waitIdle()
 				ss.wr.WriteError("ERR " + perr.Error())
 				_ = ss.wr.Flush()
 				return perr
@@ -247,7 +259,7 @@ func (ss *session) loop() error {
 				if ss.closed {
 					return nil
 				}
-				if err := ss.wr.Flush(); err != nil {
+				if err := ss.flushOut(); err != nil {
 					return err
 				}
 			}
@@ -296,9 +308,37 @@ func (ss *session) RemoteAddr() string { return ss.addr }
 // Close sends what was written and closes the connection; the rest of the
 // batch is not run.
 func (ss *session) Close() error {
-	_ = ss.wr.Flush()
+	_ = ss.flushOut()
 	ss.closed = true
 	return ss.cc.Close()
+}
+
+// flushOut sends the replies written so far, or, while lock operations
+// are in flight, queues them behind those.
+func (ss *session) flushOut() error {
+	if ss.fly.slots == nil { // never had one in flight: the session's alone
+		return ss.wr.Flush()
+	}
+	ss.outMu.Lock()
+	defer ss.outMu.Unlock()
+	if len(ss.fly.queue) > 0 {
+		ss.queueWrittenLocked()
+		return nil
+	}
+	return ss.wr.Flush()
+}
+
+// queueWrittenLocked moves what the session wrote into a reply queued
+// behind those in flight; ss.outMu held.
+func (ss *session) queueWrittenLocked() {
+	b := ss.wr.Buffer()
+	if len(b) == 0 {
+		return
+	}
+	p := &pending{ready: true}
+	p.reply.SetBuffer(append([]byte(nil), b...))
+	ss.wr.SetBuffer(b[:0])
+	ss.fly.queue = append(ss.fly.queue, p)
 }
 
 func (ss *session) Context() any                { return ss.ctx }

@@ -534,9 +534,10 @@ func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, 
 }
 
 // ReleaseAll deletes every key that holds value on every master, and
-// reports how many keys were deleted from a quorum. It waits for every
-// master (each within the node timeout). When a key's release is not
-// decided either way (see Release), the answer is a *QuorumError.
+// reports how many keys were deleted from a quorum. It returns as soon as
+// every key's release is decided (masters that have not answered yet still
+// get the delete); when one is not decided either way (see Release), the
+// answer is a *QuorumError.
 func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (int, error) {
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
@@ -548,6 +549,14 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 		perKey[i] = c.newVotes()
 	}
 	taint := taintKey(keys, value)
+	decided := func() bool {
+		for i := range perKey {
+			if !perKey[i].decided() {
+				return false
+			}
+		}
+		return true
+	}
 	for range c.nodes {
 		r := <-ch
 		for i := range perKey {
@@ -556,6 +565,9 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 				v = voteYes
 			}
 			perKey[i].add(r.node, r.err, v, !r.trusted || v == voteYes && c.taintedFor(r.node, taint))
+		}
+		if decided() {
+			break
 		}
 	}
 	released := 0
