@@ -108,6 +108,7 @@ func (s *Server) lockScriptKeys(name string, args [][]byte) ([][]byte, bool) {
 // commands written meanwhile.
 type pending struct {
 	args  [][]byte
+	keys  [][]byte // the keys it acts on (of args)
 	h     handler
 	reply redcon.Writer // buffers the reply; never flushed
 	after []*pending    // earlier operations of the connection it waits for
@@ -119,7 +120,7 @@ type pending struct {
 // inflight is what a session keeps of its lock operations in flight.
 type inflight struct {
 	queue []*pending          // replies not yet written, in request order
-	last  map[string]*pending // by key, the last operation started on it
+	last  map[string]*pending // by key, the last operation in flight on it; under session.outMu
 	slots chan struct{}       // one per operation running: at most max_inflight
 	idle  chan struct{}       // closed when the queue empties
 	// flushing: an operation that finished is about to write out what is
@@ -137,13 +138,7 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 		f.last = map[string]*pending{}
 	}
 	f.slots <- struct{}{} // blocks while max_inflight run
-	op := &pending{args: args, h: lookup(args[0]).h, done: make(chan struct{})}
-	for _, k := range keys {
-		if prev := f.last[string(k)]; prev != nil {
-			op.after = append(op.after, prev)
-		}
-		f.last[string(k)] = op
-	}
+	op := &pending{args: args, keys: keys, h: lookup(args[0]).h, done: make(chan struct{})}
 	ss.queueReply(op)
 	keepInput(ss) // the operation reads its arguments after this batch
 	s.m.pipelinedOps.Inc()
@@ -169,18 +164,26 @@ func (s *Server) runOp(ss *session, st *client, op *pending) {
 	op.h(s, replyConn{&op.reply}, st, op.args)
 }
 
-// queueReply queues p behind the replies not yet written; the first one
-// makes the queue, and its idle signal.
-func (ss *session) queueReply(p *pending) {
+// queueReply queues op behind the replies not yet written, after the
+// operations in flight that share a key with it; the first one makes the
+// queue, and its idle signal.
+func (ss *session) queueReply(op *pending) {
+	f := &ss.fly
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
-	if len(ss.fly.queue) == 0 {
-		ss.fly.idle = make(chan struct{})
+	if len(f.queue) == 0 {
+		f.idle = make(chan struct{})
 		// What the session wrote before goes first.
 		ss.sendLocked(ss.wr.Buffer())
 		ss.wr.SetBuffer(ss.wr.Buffer()[:0])
 	}
-	ss.fly.queue = append(ss.fly.queue, p)
+	for _, k := range op.keys {
+		if prev := f.last[string(k)]; prev != nil && prev != op {
+			op.after = append(op.after, prev)
+		}
+		f.last[string(k)] = op
+	}
+	f.queue = append(f.queue, op)
 }
 
 // opDone marks op's reply ready and writes out the replies ready at the
@@ -193,6 +196,11 @@ func (ss *session) opDone(op *pending) {
 	ss.outMu.Lock()
 	op.ready = true
 	close(op.done)
+	for _, k := range op.keys {
+		if f.last[string(k)] == op { // none started on the key since
+			delete(f.last, string(k))
+		}
+	}
 	if f.flushing {
 		ss.outMu.Unlock()
 		return // the one flushing writes this one too
@@ -219,7 +227,6 @@ func (ss *session) opDone(op *pending) {
 	ss.sendLocked(out)
 	if len(f.queue) == 0 && f.idle != nil {
 		f.queue = nil
-		clear(f.last)
 		close(f.idle)
 		f.idle = nil
 	}

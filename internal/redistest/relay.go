@@ -20,8 +20,12 @@ type Relay struct {
 	// DelayOnly, when set, limits Delay to the chunks that contain it:
 	// a connection's handshake, say, then goes through at once.
 	DelayOnly atomic.Pointer[[]byte]
-	mu        sync.Mutex
-	conns     map[net.Conn]struct{}
+	// Chunks counts the reads forwarded towards the server: a client
+	// that waits for each reply before it sends on writes (at least) one
+	// chunk per request.
+	Chunks atomic.Int64
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
 }
 
 // NewRelay starts a relay to target on a free loopback port.
@@ -57,11 +61,14 @@ func (r *Relay) pipe(c net.Conn) {
 	}
 	r.track(c, up)
 	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
+	cp := func(dst, src net.Conn, chunks *atomic.Int64) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
+				if chunks != nil {
+					chunks.Add(1)
+				}
 				if d := r.Delay.Load(); d > 0 && r.delays(buf[:n]) {
 					time.Sleep(time.Duration(d))
 				}
@@ -75,8 +82,8 @@ func (r *Relay) pipe(c net.Conn) {
 		}
 		done <- struct{}{}
 	}
-	go cp(up, c)
-	go cp(c, up)
+	go cp(up, c, &r.Chunks)
+	go cp(c, up, nil)
 	<-done // either side ended: close both
 	c.Close()
 	up.Close()
