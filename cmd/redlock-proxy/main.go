@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,7 @@ func run(args []string, stderr io.Writer) error {
 	path := fs.String("config", "config.toml", "configuration file (TOML)")
 	check := fs.Bool("check-config", false, "validate the configuration and exit")
 	version := fs.Bool("version", false, "print the version and exit")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file, closed at shutdown")
 	initMasters := fs.Bool("init-masters", false, "declare the masters a new deployment (each empty, never used for locks), so that the restart guard does not hold them back at the first start; then exit")
 	over := overrides{}
 	for _, o := range overrideTable {
@@ -102,6 +104,18 @@ func run(args []string, stderr io.Writer) error {
 	}
 	if _, err := srv.Listen(); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	// Signals are taken before Serve logs that it serves: a SIGHUP sent
 	// after that line must reload, not end the process.
