@@ -52,8 +52,8 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			src, spec = e.src, e.spec
 		}
 	} else {
-		src = string(args[1])
-		_, spec = s.scripts.add(src)
+		_, e := s.scripts.add(args[1])
+		src, spec = e.src, e.spec
 	}
 	lock := 0
 	for _, k := range keys {
@@ -295,7 +295,7 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteError("ERR wrong number of arguments for 'script|load' command")
 			return
 		}
-		sha, _ := s.scripts.add(string(args[2]))
+		sha, _ := s.scripts.add(args[2])
 		c.WriteBulkString(sha)
 	case "exists":
 		if len(args) < 3 {

@@ -1,10 +1,11 @@
 package proxy
 
 import (
+	"bytes"
+	"hash/maphash"
 	"net"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -69,7 +70,7 @@ func (s *Server) groupable(st *client, args [][]byte) ([][]byte, bool) {
 		return nil, false
 	}
 	for _, k := range keys {
-		if !s.isLockKey(k) || strings.HasPrefix(string(k), "redlock-proxy:") {
+		if !s.isLockKey(k) || bytes.HasPrefix(k, internalPrefix) {
 			return nil, false
 		}
 	}
@@ -95,7 +96,8 @@ func (s *Server) lockScriptKeys(name string, args [][]byte) ([][]byte, bool) {
 			spec = specBySHA(string(args[1]))
 		}
 	} else {
-		_, spec = s.scripts.add(string(args[1]))
+		_, e := s.scripts.add(args[1])
+		spec = e.spec
 	}
 	if spec == nil || spec.kind == opNotALock || nk > 1 && !spec.multi {
 		return nil, false
@@ -107,26 +109,42 @@ func (s *Server) lockScriptKeys(name string, args [][]byte) ([][]byte, bool) {
 // flight: an operation's, or, done from the start, the replies of other
 // commands written meanwhile.
 type pending struct {
+	ss    *session
+	st    *client
 	args  [][]byte
 	keys  [][]byte // the keys it acts on (of args)
 	h     handler
-	reply redcon.Writer // buffers the reply; never flushed
-	after []*pending    // earlier operations of the connection it waits for
-	done  chan struct{} // closed when its reply is ready
-	ready bool          // under session.outMu
-	panic any
+	reply respBuf  // its reply, written out in request order
+	small [32]byte // reply's first storage: most replies fit
+	// Under session.outMu: how many earlier operations of the connection
+	// it waits for (it starts when none is left), and the later ones that
+	// wait for it.
+	waits   int
+	next    []*pending
+	nextBuf [1]*pending // next's first storage
+	ready   bool        // its reply is written
+	panic   any
 }
 
 // inflight is what a session keeps of its lock operations in flight.
+// Its fields but slots are under session.outMu.
 type inflight struct {
-	queue []*pending          // replies not yet written, in request order
-	last  map[string]*pending // by key, the last operation in flight on it; under session.outMu
+	queue []*pending          // replies not yet written, in request order, from head on
+	head  int                 //
+	last  map[uint64]*pending // by key's hash, the last operation in flight on it
 	slots chan struct{}       // one per operation running: at most max_inflight
-	idle  chan struct{}       // closed when the queue empties
+	// idle receives when the queue empties while the session waits for
+	// that (waiting); only the session's goroutine waits.
+	idle    chan struct{}
+	waiting bool
 	// flushing: an operation that finished is about to write out what is
 	// ready; others that finish meanwhile leave it to that one.
 	flushing bool
+	out      []byte // what the one flushing writes; kept for the next
 }
+
+// queued reports whether replies wait to be written.
+func (f *inflight) queued() bool { return f.head < len(f.queue) }
 
 // startOp starts a groupable lock operation of the session (keys are the
 // keys it acts on): it waits for a slot (the session stops reading while
@@ -135,20 +153,23 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 	f := &ss.fly
 	if f.slots == nil {
 		f.slots = make(chan struct{}, max(s.cfg.Proxy.MaxInflight, 1))
-		f.last = map[string]*pending{}
+		f.last = map[uint64]*pending{}
+		f.idle = make(chan struct{}, 1)
 	}
 	f.slots <- struct{}{} // blocks while max_inflight run
-	op := &pending{args: args, keys: keys, h: lookup(args[0]).h, done: make(chan struct{})}
-	ss.queueReply(op)
+	op := &pending{ss: ss, st: st, args: args, keys: keys, h: lookup(args[0]).h}
+	op.reply.b = op.small[:0]
 	keepInput(ss) // the operation reads its arguments after this batch
 	s.m.pipelinedOps.Inc()
-	s.ops.run(func() { s.runOp(ss, st, op) })
+	if ss.queueReply(op) {
+		s.ops.run(op)
+	}
 }
 
-// runOp runs one operation once those it waits for are done, writing its
-// reply into its buffer, then writes out what is ready at the head of the
-// queue.
-func (s *Server) runOp(ss *session, st *client, op *pending) {
+// runOp runs one operation, writing its reply into its buffer, then writes
+// out what is ready at the head of the queue.
+func (s *Server) runOp(op *pending) {
+	ss := op.ss
 	defer func() { <-ss.fly.slots }()
 	defer ss.opDone(op)
 	defer func() {
@@ -158,33 +179,43 @@ func (s *Server) runOp(ss *session, st *client, op *pending) {
 				Msg("command handler panicked; closing the client")
 		}
 	}()
-	for _, prev := range op.after {
-		<-prev.done
-	}
-	op.h(s, replyConn{&op.reply}, st, op.args)
+	op.h(s, replyConn{&op.reply}, op.st, op.args)
 }
 
-// queueReply queues op behind the replies not yet written, after the
-// operations in flight that share a key with it; the first one makes the
-// queue, and its idle signal.
-func (ss *session) queueReply(op *pending) {
+// queueReply queues op behind the replies not yet written, and after the
+// operations in flight that share a key with it; it reports whether op can
+// start now (otherwise the last of those starts it, in opDone).
+//
+// Keys are told apart by a hash: two keys with the same make an operation
+// wait for one it did not need to, never run before one it must follow.
+func (ss *session) queueReply(op *pending) bool {
 	f := &ss.fly
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
-	if len(f.queue) == 0 {
-		f.idle = make(chan struct{})
+	if !f.queued() && len(ss.wr.b) > 0 {
 		// What the session wrote before goes first.
-		ss.sendLocked(ss.wr.Buffer())
-		ss.wr.SetBuffer(ss.wr.Buffer()[:0])
+		_ = ss.flush()
 	}
 	for _, k := range op.keys {
-		if prev := f.last[string(k)]; prev != nil && prev != op {
-			op.after = append(op.after, prev)
+		h := maphash.Bytes(keySeed, k)
+		if prev := f.last[h]; prev != nil && prev != op {
+			if prev.next == nil {
+				prev.next = prev.nextBuf[:0]
+			}
+			prev.next = append(prev.next, op)
+			op.waits++
 		}
-		f.last[string(k)] = op
+		f.last[h] = op
 	}
 	f.queue = append(f.queue, op)
+	return op.waits == 0
 }
+
+// internalPrefix begins the proxy's own keys on the masters.
+var internalPrefix = []byte("redlock-proxy:")
+
+// keySeed seeds the hashes of keys in flight (inflight.last).
+var keySeed = maphash.MakeSeed()
 
 // opDone marks op's reply ready and writes out the replies ready at the
 // head of the queue, in one write. The operations of one batch of a
@@ -195,12 +226,17 @@ func (ss *session) opDone(op *pending) {
 	f := &ss.fly
 	ss.outMu.Lock()
 	op.ready = true
-	close(op.done)
 	for _, k := range op.keys {
-		if f.last[string(k)] == op { // none started on the key since
-			delete(f.last, string(k))
+		if h := maphash.Bytes(keySeed, k); f.last[h] == op { // none started on the key since
+			delete(f.last, h)
 		}
 	}
+	for _, n := range op.next {
+		if n.waits--; n.waits == 0 {
+			ss.s.ops.run(n)
+		}
+	}
+	op.next = nil
 	if f.flushing {
 		ss.outMu.Unlock()
 		return // the one flushing writes this one too
@@ -211,24 +247,32 @@ func (ss *session) opDone(op *pending) {
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
 	f.flushing = false
-	var out []byte
-	for len(f.queue) > 0 && f.queue[0].ready {
-		p := f.queue[0]
-		f.queue[0] = nil
-		f.queue = f.queue[1:]
-		out = append(out, p.reply.Buffer()...)
+	out := f.out[:0]
+	for f.queued() && f.queue[f.head].ready {
+		p := f.queue[f.head]
+		f.queue[f.head] = nil
+		f.head++
+		out = append(out, p.reply.b...)
 		if p.panic != nil {
 			out = redcon.AppendError(out, "ERR redlock-proxy: internal error; closing the connection")
 			ss.sendLocked(out)
 			_ = ss.cc.Close()
-			out = nil
+			out = out[:0]
 		}
 	}
 	ss.sendLocked(out)
-	if len(f.queue) == 0 && f.idle != nil {
-		f.queue = nil
-		close(f.idle)
-		f.idle = nil
+	if f.out = out[:0]; cap(out) > maxReplyBuf {
+		f.out = nil
+	}
+	if !f.queued() {
+		// Empty: its storage serves the next, unless a long pipeline grew it.
+		if f.queue, f.head = f.queue[:0], 0; cap(f.queue) > spareMax {
+			f.queue = nil
+		}
+		if f.waiting {
+			f.waiting = false
+			f.idle <- struct{}{}
+		}
 	}
 }
 
@@ -242,12 +286,15 @@ func (ss *session) sendLocked(b []byte) {
 // waitIdle waits until no lock operation of the session is in flight and
 // every queued reply is written.
 func (ss *session) waitIdle() {
+	if ss.fly.slots == nil { // never had one in flight
+		return
+	}
 	ss.outMu.Lock()
-	idle := ss.fly.idle
-	busy := len(ss.fly.queue) > 0
+	busy := ss.fly.queued()
+	ss.fly.waiting = busy
 	ss.outMu.Unlock()
 	if busy {
-		<-idle
+		<-ss.fly.idle
 	}
 }
 
@@ -258,7 +305,7 @@ func (ss *session) busy() bool {
 	}
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
-	return len(ss.fly.queue) > 0
+	return ss.fly.queued()
 }
 
 // opRunners run lock operations on goroutines that stay for the next: a
@@ -269,34 +316,36 @@ func (ss *session) busy() bool {
 // one never waits for a runner. A runner idle for
 // runnerIdle ends.
 type opRunners struct {
-	work chan func() // unbuffered: a send succeeds when a runner is idle
+	s    *Server
+	work chan *pending // unbuffered: a send succeeds when a runner is idle
 }
 
 // runnerIdle is how long a runner waits for work before it ends.
 const runnerIdle = 10 * time.Second
 
-func newOpRunners() *opRunners { return &opRunners{work: make(chan func())} }
+func newOpRunners(s *Server) *opRunners { return &opRunners{s: s, work: make(chan *pending)} }
 
-// run runs f on an idle runner, or on a new one.
-func (p *opRunners) run(f func()) {
+// run runs op on an idle runner, or on a new one.
+func (p *opRunners) run(op *pending) {
 	select {
-	case p.work <- f:
+	case p.work <- op:
 	default:
-		go p.runner(f)
+		go p.runner(op)
 	}
 }
 
-func (p *opRunners) runner(f func()) {
+func (p *opRunners) runner(op *pending) {
 	t := time.NewTimer(runnerIdle)
 	defer t.Stop()
 	for {
-		f()
+		p.s.runOp(op)
+		op = nil // nothing of it kept while idle
 		if !t.Stop() {
 			<-t.C
 		}
 		t.Reset(runnerIdle)
 		select {
-		case f = <-p.work:
+		case op = <-p.work:
 		case <-t.C:
 			return
 		}
@@ -305,7 +354,7 @@ func (p *opRunners) runner(f func()) {
 
 // replyConn is what a lock operation in flight writes its reply to: a
 // buffer, which is written out in request order.
-type replyConn struct{ w *redcon.Writer }
+type replyConn struct{ w *respBuf }
 
 var _ redcon.Conn = replyConn{}
 

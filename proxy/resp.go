@@ -88,3 +88,19 @@ func appendCommand(buf []byte, args [][]byte) []byte {
 	}
 	return buf
 }
+
+// respBuf collects replies in RESP: the writing half of a redcon.Conn, for
+// a session's replies and for each lock operation's in flight.
+type respBuf struct{ b []byte }
+
+func (r *respBuf) WriteError(msg string)       { r.b = redcon.AppendError(r.b, msg) }
+func (r *respBuf) WriteString(str string)      { r.b = redcon.AppendString(r.b, str) }
+func (r *respBuf) WriteBulk(bulk []byte)       { r.b = redcon.AppendBulk(r.b, bulk) }
+func (r *respBuf) WriteBulkString(bulk string) { r.b = redcon.AppendBulkString(r.b, bulk) }
+func (r *respBuf) WriteInt(num int)            { r.b = redcon.AppendInt(r.b, int64(num)) }
+func (r *respBuf) WriteInt64(num int64)        { r.b = redcon.AppendInt(r.b, num) }
+func (r *respBuf) WriteUint64(num uint64)      { r.b = redcon.AppendUint(r.b, num) }
+func (r *respBuf) WriteArray(count int)        { r.b = redcon.AppendArray(r.b, count) }
+func (r *respBuf) WriteNull()                  { r.b = redcon.AppendNull(r.b) }
+func (r *respBuf) WriteRaw(data []byte)        { r.b = append(r.b, data...) }
+func (r *respBuf) WriteAny(v any)              { r.b = redcon.AppendAny(r.b, v) }

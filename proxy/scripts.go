@@ -101,6 +101,7 @@ func trueSHA(src string) string {
 type scriptCache struct {
 	mu     sync.RWMutex
 	texts  map[string]cachedScript
+	bySrc  map[string]string // true SHA1 by text: a script sent again is not hashed again
 	order  []string
 	max    int
 	custom map[string]*scriptSpec // from [[scripts]] in the config, by normalised digest; read-only
@@ -113,7 +114,7 @@ type cachedScript struct {
 }
 
 func newScriptCache(max int, custom map[string]*scriptSpec) *scriptCache {
-	return &scriptCache{texts: map[string]cachedScript{}, max: max, custom: custom}
+	return &scriptCache{texts: map[string]cachedScript{}, bySrc: map[string]string{}, max: max, custom: custom}
 }
 
 // lookup recognises a script: the operator's own scripts first, then the
@@ -126,28 +127,34 @@ func (s *scriptCache) lookup(src string) *scriptSpec {
 	return knownScripts[d]
 }
 
-// add remembers src and returns its true SHA1 and recognised operation.
-func (s *scriptCache) add(src string) (string, *scriptSpec) {
-	sha := trueSHA(src)
+// add remembers the script src and returns its true SHA1 and its entry:
+// its text, and its operation if recognised. A script seen before costs a
+// map look-up: no hashing, no copy.
+func (s *scriptCache) add(src []byte) (string, cachedScript) {
 	s.mu.RLock()
-	e, ok := s.texts[sha]
+	sha, ok := s.bySrc[string(src)]
+	e := s.texts[sha]
 	s.mu.RUnlock()
 	if ok {
-		return sha, e.spec
+		return sha, e
 	}
-	e = cachedScript{src: src, spec: s.lookup(src)}
+	text := string(src)
+	sha = trueSHA(text)
+	e = cachedScript{src: text, spec: s.lookup(text)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.texts[sha]; ok {
-		return sha, e.spec
+	if old, ok := s.texts[sha]; ok {
+		return sha, old
 	}
 	if len(s.order) >= s.max {
+		delete(s.bySrc, s.texts[s.order[0]].src)
 		delete(s.texts, s.order[0])
 		s.order = s.order[1:]
 	}
 	s.texts[sha] = e
+	s.bySrc[text] = sha
 	s.order = append(s.order, sha)
-	return sha, e.spec
+	return sha, e
 }
 
 func (s *scriptCache) get(sha string) (cachedScript, bool) {
@@ -160,5 +167,5 @@ func (s *scriptCache) get(sha string) (cachedScript, bool) {
 func (s *scriptCache) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.texts, s.order = map[string]cachedScript{}, nil
+	s.texts, s.bySrc, s.order = map[string]cachedScript{}, map[string]string{}, nil
 }

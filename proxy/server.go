@@ -99,7 +99,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds
-	s.ops = newOpRunners()
+	s.ops = newOpRunners(s)
 	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
@@ -274,13 +274,13 @@ func handOver(c redcon.Conn) {
 	if ss.fly.slots != nil { // it has had lock operations in flight
 		ss.outMu.Lock()
 		defer ss.outMu.Unlock()
-		if len(ss.fly.queue) > 0 {
+		if ss.fly.queued() {
 			ss.queueWrittenLocked()
 			return
 		}
 	}
 	ss.cc.hold = true
-	_ = ss.wr.Flush()
+	_ = ss.flush()
 	ss.cc.hold = false
 }
 

@@ -71,7 +71,8 @@ type session struct {
 	s      *Server
 	cc     *clientConn
 	addr   string
-	wr     *redcon.Writer
+	wr     respBuf // replies not yet handed to cc
+	werr   error   // the write to cc that failed: no more are tried
 	ctx    any
 	in     []byte           // input; in[:n] is read and not yet run
 	n      int              //
@@ -150,7 +151,6 @@ func (s *Server) serveClients(ln net.Listener) error {
 			cc.writeTimeout = &s.writeTimeout
 		}
 		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
-		ss.wr = redcon.NewWriter(cc)
 		if !s.track(ss) {
 			cc.Close()
 			return nil
@@ -231,7 +231,7 @@ func (ss *session) loop() error {
 			if perr != nil {
 				ss.waitIdle()
 				ss.wr.WriteError("ERR " + perr.Error())
-				_ = ss.wr.Flush()
+				_ = ss.flush()
 				return perr
 			}
 			if used > 0 {
@@ -317,27 +317,42 @@ func (ss *session) Close() error {
 // are in flight, queues them behind those.
 func (ss *session) flushOut() error {
 	if ss.fly.slots == nil { // never had one in flight: the session's alone
-		return ss.wr.Flush()
+		return ss.flush()
 	}
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
-	if len(ss.fly.queue) > 0 {
+	if ss.fly.queued() {
 		ss.queueWrittenLocked()
 		return nil
 	}
-	return ss.wr.Flush()
+	return ss.flush()
 }
+
+// flush hands the replies written to cc (which sends what it held back
+// too); once a write failed, it tries no more.
+func (ss *session) flush() error {
+	if ss.werr != nil {
+		return ss.werr
+	}
+	_, ss.werr = ss.cc.Write(ss.wr.b)
+	if ss.wr.b = ss.wr.b[:0]; cap(ss.wr.b) > maxReplyBuf || ss.werr != nil {
+		ss.wr.b = nil
+	}
+	return ss.werr
+}
+
+// maxReplyBuf is the largest reply buffer a session keeps for the next.
+const maxReplyBuf = 64 << 10
 
 // queueWrittenLocked moves what the session wrote into a reply queued
 // behind those in flight; ss.outMu held.
 func (ss *session) queueWrittenLocked() {
-	b := ss.wr.Buffer()
-	if len(b) == 0 {
+	if len(ss.wr.b) == 0 {
 		return
 	}
 	p := &pending{ready: true}
-	p.reply.SetBuffer(append([]byte(nil), b...))
-	ss.wr.SetBuffer(b[:0])
+	p.reply.b = append(p.small[:0], ss.wr.b...)
+	ss.wr.b = ss.wr.b[:0]
 	ss.fly.queue = append(ss.fly.queue, p)
 }
 

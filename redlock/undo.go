@@ -62,8 +62,11 @@ func (r *undoRetry) failed(err error) {
 		r.n.undoLog(undoAbandoned, "redlock: rollback of %q on master %s not done after %d tries (%v); the key expires on its own", r.key, r.n.addr, r.tries+1, err)
 		return
 	}
-	time.AfterFunc(r.wait, r.try)
+	// The next wait is set before the timer starts: the try runs on the
+	// timer's goroutine.
+	wait := r.wait
 	r.wait = min(2*r.wait, maxUndoWait)
+	time.AfterFunc(wait, r.try)
 }
 
 // transientReply reports whether an error reply says the master could not
