@@ -9,9 +9,12 @@
 # Masters created here for the first time are declared a new deployment
 # (-init-masters), so that the restart guard does not hold them back for
 # restart_guard_window at the first start.
+#
+# It installs only what running needs (redis-server, redis-tools, and checks
+# for Go: scripts/deps.sh run); the test tools come with scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh run
 export PATH="$PATH:/usr/local/go/bin"
 go build -o bin/redlock-proxy ./cmd/redlock-proxy
 

@@ -2,10 +2,12 @@
 # Runs the whole test suite: unit tests, tests against real redis-server
 # masters, the real proxy binary and real client libraries, the fault and
 # load suites, and each fuzz target briefly; first formatting, go vet, a tidy
-# go.mod and staticcheck.
+# go.mod and staticcheck. It first installs what the tests need where it is
+# missing (scripts/deps.sh test: Redis, the Python, PHP and Node clients,
+# Chromium, the Go modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh test
 export PATH="$PATH:/usr/local/go/bin"
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
