@@ -46,8 +46,8 @@ func init() {
 		"multi": cmdMulti, "exec": cmdExec, "discard": cmdDiscard,
 		"watch": cmdPinned, "unwatch": cmdPinned,
 
-		"subscribe": cmdRefuse, "psubscribe": cmdRefuse, "ssubscribe": cmdRefuse,
-		"unsubscribe": cmdRefuse, "punsubscribe": cmdRefuse, "sunsubscribe": cmdRefuse,
+		"subscribe": cmdSubscribe, "psubscribe": cmdSubscribe, "ssubscribe": cmdSubscribe,
+		"unsubscribe": cmdUnsubscribe, "punsubscribe": cmdUnsubscribe, "sunsubscribe": cmdUnsubscribe,
 		"monitor": cmdRefuse, "sync": cmdRefuse, "psync": cmdRefuse, "replicaof": cmdRefuse,
 		"slaveof": cmdRefuse, "shutdown": cmdRefuse, "swapdb": cmdRefuse, "move": cmdRefuse,
 		"migrate": cmdRefuse, "failover": cmdRefuse,
@@ -82,8 +82,19 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			return
 		}
 	}
+	if st.sub != nil {
+		if ss, ok := c.(*session); ok {
+			s.subscribed(ss, st, nameOf(e, cmd.Args[0]), cmd.Args)
+			return
+		}
+	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
+			if name == "subscribe" || name == "psubscribe" || name == "ssubscribe" {
+				st.dirty = true
+				c.WriteError("ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI through the proxy; the transaction will be aborted")
+				return
+			}
 			if s.touchesLockKey(name, cmd.Args) {
 				st.dirty = true
 				c.WriteError("ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted")

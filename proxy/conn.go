@@ -13,4 +13,5 @@ type client struct {
 	dirty   bool                     // a command was refused inside MULTI: EXEC must abort
 	authed  bool                     // AUTH (or HELLO … AUTH) succeeded
 	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
+	sub     *subscription            // while subscribed (pubsub.go)
 }

@@ -219,6 +219,7 @@ func (s *Server) closed(c redcon.Conn, err error, byClient bool) {
 		st.pinned = nil
 	}
 	if st, ok := c.Context().(*client); ok {
+		st.closeSubscription()
 		if ls := st.leases.Load(); ls != nil {
 			ls.closeAll(byClient) // the leases release their locks on their own goroutines
 		}
@@ -271,7 +272,7 @@ func handOver(c redcon.Conn) {
 	if !ok {
 		return
 	}
-	if ss.fly.slots != nil { // it has had lock operations in flight
+	if ss.fly.slots != nil || ss.subbed { // another goroutine may write to cc
 		ss.outMu.Lock()
 		defer ss.outMu.Unlock()
 		if ss.fly.queued() {

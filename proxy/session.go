@@ -93,6 +93,9 @@ type session struct {
 	// write to cc once the session has had one.
 	outMu sync.Mutex
 	fly   inflight
+	// subbed: the client is subscribed, and its subscription's relay
+	// writes to cc too (pubsub.go). Set by the session's goroutine only.
+	subbed bool
 }
 
 var _ redcon.Conn = (*session)(nil)
@@ -204,7 +207,7 @@ func (ss *session) serve() {
 // or the server closes (after the batch in hand).
 func (ss *session) loop() error {
 	for {
-		if idle := time.Duration(ss.s.idleTimeout.Load()); idle > 0 {
+		if idle := time.Duration(ss.s.idleTimeout.Load()); idle > 0 && !ss.subbed { // as Redis, no idle timeout for subscribers
 			_ = ss.cc.SetReadDeadline(time.Now().Add(idle))
 		}
 		if ss.s.closing.Load() {
@@ -316,7 +319,7 @@ func (ss *session) Close() error {
 // flushOut sends the replies written so far, or, while lock operations
 // are in flight, queues them behind those.
 func (ss *session) flushOut() error {
-	if ss.fly.slots == nil { // never had one in flight: the session's alone
+	if ss.fly.slots == nil && !ss.subbed { // the session's alone to write
 		return ss.flush()
 	}
 	ss.outMu.Lock()
