@@ -65,7 +65,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 50, "concurrent clients (go-redsync goroutines and redis-benchmark -c)")
 	flag.IntVar(&o.conns, "conns", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&o.binary, "proxy-bin", "", "redlock-proxy binary to measure (default: build ./cmd/redlock-proxy)")
-	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7", "rows to measure, comma-separated")
+	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7,8", "rows to measure, comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
 	flag.IntVar(&o.procs, "procs", 1, "proxy.procs of every proxy started (threads running its Go code; 0: Go's default, one per CPU)")
@@ -152,7 +152,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("raise RLIMIT_NOFILE: %w", err)
 	}
-	if o.rows["5"] && nofile < uint64(o.conns)+1000 {
+	if (o.rows["5"] || o.rows["8"]) && nofile < 2*uint64(o.conns)+1000 {
 		progress("open-files limit is %d: fewer than %d connections may open", nofile, o.conns)
 	}
 
@@ -556,7 +556,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	// Row 5: memory, a fresh proxy per repetition.
 	if o.rows["5"] {
 		for rep := range o.reps {
-			res, err := measureRSS(ps, fmt.Sprintf("proxy-rss-%d", rep+1), binary, m3, o.conns)
+			res, err := measureRSS(ps, fmt.Sprintf("proxy-rss-%d", rep+1), binary, m3, o.conns, false)
 			if err != nil {
 				r.problem("RSS, repetition %d: %v", rep+1, err)
 				continue
@@ -571,6 +571,25 @@ func run(o options, ps *procs, out io.Writer) error {
 			r.add("rss.opened", float64(res.opened))
 		}
 		r.notes = append(r.notes, fmt.Sprintf("RSS: VmRSS of a fresh proxy (3 masters) from /proc/PID/status, 1 s after start, then 2 s after %d clients connected, each sent one PING and went idle", o.conns))
+	}
+
+	// Row 8: memory of idle subscribers, a fresh proxy per repetition.
+	if o.rows["8"] {
+		for rep := range o.reps {
+			res, err := measureRSS(ps, fmt.Sprintf("proxy-subs-%d", rep+1), binary, m3, o.conns, true)
+			if err != nil {
+				r.problem("subscribers' RSS, repetition %d: %v", rep+1, err)
+				continue
+			}
+			progress("subscribers' RSS rep %d: %.1f MB before, %.1f MB with %d idle subscribers (VmHWM %.1f MB), %d failed",
+				rep+1, mb(res.beforeKB), mb(res.withKB), res.opened, mb(res.hwmKB), res.failures)
+			if res.failures > 0 {
+				r.problem("subscribers' RSS, repetition %d: %d of %d subscribers failed; first: %s", rep+1, res.failures, o.conns, res.firstErr)
+			}
+			r.add("subs.before", mb(res.beforeKB))
+			r.add("subs.with", mb(res.withKB))
+		}
+		r.notes = append(r.notes, fmt.Sprintf("row 8: as RSS, but each of the %d clients sent SUBSCRIBE idle and stayed subscribed (each has a backend connection of its own)", o.conns))
 	}
 
 	// What the proxies logged at warn and above.

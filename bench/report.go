@@ -210,6 +210,10 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			proxy: micros(orNaN(r, "mux.one.machine")), baseline: micros(orNaN(r, "mux.many.machine")),
 			ratio: ratioOf(r, "mux.one.machine", "mux.many.machine"), target: "—"})
 	}
+	if o.rows["8"] {
+		add(row{what: fmt.Sprintf("8. proxy RSS: with %d idle subscribers (proxy) vs before they connect (baseline)", o.conns),
+			proxy: fmtMB(orNaN(r, "subs.with")), baseline: fmtMB(orNaN(r, "subs.before")), ratio: ratioOf(r, "subs.with", "subs.before"), target: "—"})
+	}
 	if o.rows["5"] {
 		with := orNaN(r, "rss.with")
 		add(row{what: fmt.Sprintf("5. proxy RSS: with %d idle clients (proxy) vs before they connect (baseline)", o.conns),

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
+	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 )
@@ -19,9 +18,10 @@ type rssResult struct {
 
 // measureRSS starts a fresh proxy, reads its RSS, opens `conns` client
 // connections (each sends one PING and waits for PONG, so the proxy has
-// accepted and served it, then stays idle), waits a moment, and reads the
-// RSS again.
-func measureRSS(ps *procs, name, binary string, masters []string, conns int) (rssResult, error) {
+// accepted and served it, then stays idle; with subscribe, each sends
+// SUBSCRIBE idle and waits for its confirmation, and stays subscribed),
+// waits a moment, and reads the RSS again.
+func measureRSS(ps *procs, name, binary string, masters []string, conns int, subscribe bool) (rssResult, error) {
 	var res rssResult
 	p, err := ps.startProxy(name, binary, proxyConfig{masters: masters, lockKeys: []string{"*"}, maxClients: conns + 1000})
 	if err != nil {
@@ -35,7 +35,10 @@ func measureRSS(ps *procs, name, binary string, masters []string, conns int) (rs
 
 	open := make([]net.Conn, conns)
 	errs := make([]error, conns)
-	ping := respCommand("PING")
+	ping, pong := respCommand("PING"), "+PONG\r\n"
+	if subscribe {
+		ping, pong = respCommand("SUBSCRIBE", "idle"), "*3\r\n$9\r\nsubscribe\r\n$4\r\nidle\r\n:1\r\n"
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range 200 {
@@ -54,9 +57,10 @@ func measureRSS(ps *procs, name, binary string, masters []string, conns int) (rs
 					c.Close()
 					continue
 				}
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err == nil && strings.TrimSpace(line) != "+PONG" {
-					err = fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+				got := make([]byte, len(pong))
+				_, err = io.ReadFull(c, got)
+				if err == nil && string(got) != pong {
+					err = fmt.Errorf("%q answered %q", ping, got)
 				}
 				if err != nil {
 					errs[i] = err
