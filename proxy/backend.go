@@ -80,7 +80,10 @@ func newBackend(addr string, identity func() (string, string), timeout time.Dura
 	return &backend{addr: addr, identity: identity, timeout: timeout, idle: make(chan *backendConn, poolSize), tls: tlsCfg}
 }
 
-func (p *backend) dial() (*backendConn, error) {
+func (p *backend) dial() (*backendConn, error) { return p.dialSize(16 << 10) }
+
+// dialSize dials a connection with a read buffer of readBuf bytes.
+func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 	var nc net.Conn
 	var err error
 	if p.tls != nil {
@@ -91,7 +94,7 @@ func (p *backend) dial() (*backendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &backendConn{nc: nc, r: bufio.NewReaderSize(nc, 16<<10)}
+	b := &backendConn{nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
 		if user != "" {

@@ -36,6 +36,9 @@ import (
 // connection beyond it, which closes the client too. A client that leaves
 // closes its backend connection, which ends the relay.
 
+// subReadBuf is the read buffer of a subscription's backend connection.
+const subReadBuf = 1 << 10
+
 // subscription is a subscribed client's backend connection and what it is
 // subscribed to.
 type subscription struct {
@@ -102,7 +105,10 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' is not supported here")
 		return
 	}
-	bc, err := s.be.dial()
+	// A small read buffer: an idle subscriber's memory is mostly its
+	// buffers. It holds a reply's header line (the longest a status or
+	// error line of the backend's); messages are read past it.
+	bc, err := s.be.dialSize(subReadBuf)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")

@@ -82,7 +82,7 @@ func TestPubSubLikeRedis(t *testing.T) {
 	scenarios := map[string][]psStep{
 		"subscribe, publish both ways, unsubscribe": {
 			{"sub", []string{"SUBSCRIBE news:a news:b", "PSUBSCRIBE news:*", "SSUBSCRIBE shard:1"}},
-			{"pub", []string{"PUBLISH news:a one", "PUBLISH news:b two", "SPUBLISH shard:1 three"}},
+			{"pub", []string{"PUBLISH news:a one", "PUBLISH news:b two", "SPUBLISH shard:1 three", "PUBLISH news:b " + strings.Repeat("z", 5000)}},
 			{"direct", []string{"PUBLISH news:a four", "PUBLISH other five"}},
 			{"sub", []string{"PING", "PING hello", "GET x", "PUBLISH news:a x", "HELLO 3", "SUBSCRIBE"}},
 			{"pub", []string{"PUBSUB CHANNELS news:a*", "PUBSUB NUMSUB news:a news:c", "PUBSUB NUMPAT", "PUBSUB SHARDCHANNELS"}},
