@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"encoding"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The documentation keeps up with the code: every key the configuration
+// parser accepts is named in docs/configuration.md, and every command the
+// dispatch tables name is in docs/commands.md.
+
+// readDoc reads a page of docs/, relative to this package's directory
+// (where go test runs).
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+
+// tomlKeys lists the keys of a TOML-decoded struct type, dotted under
+// prefix: a nested table or array of tables ([[proxy.users]]) adds its
+// name to the path of its fields; a field tagged "-" is not read from the
+// file. Types that decode themselves from text (Duration, Size) are keys.
+func tomlKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textUnmarshaler) {
+			keys = append(keys, tomlKeys(ft, key)...)
+			continue
+		}
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+func TestDocsNameEveryConfigKey(t *testing.T) {
+	doc := readDoc(t, "configuration.md")
+	keys := tomlKeys(reflect.TypeOf(Config{}), "")
+	if len(keys) < 40 {
+		t.Fatalf("only %d keys found in Config: %v", len(keys), keys)
+	}
+	for _, k := range keys {
+		if !strings.Contains(doc, k) {
+			t.Errorf("docs/configuration.md does not name the setting %s", k)
+		}
+	}
+}
+
+// commandNames lists every command (and admin subcommand) named by the
+// proxy's dispatch tables.
+func commandNames() []string {
+	seen := map[string]bool{}
+	for name := range commands {
+		seen[name] = true
+	}
+	for name := range lockCommands {
+		seen[name] = true
+	}
+	for name, subs := range adminSubcommands {
+		seen[name] = true
+		for _, sub := range subs {
+			seen[sub] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestDocsNameEveryCommand(t *testing.T) {
+	doc := readDoc(t, "commands.md")
+	names := commandNames()
+	if len(names) < 60 {
+		t.Fatalf("only %d commands found in the dispatch tables: %v", len(names), names)
+	}
+	for _, name := range names {
+		// As a word, in any case: GET is not named by GETDEL.
+		re := regexp.MustCompile(`(?i)(^|[^a-z0-9_.])` + regexp.QuoteMeta(name) + `($|[^a-z0-9_])`)
+		if !re.MatchString(doc) {
+			t.Errorf("docs/commands.md does not name the command %s", strings.ToUpper(name))
+		}
+	}
+}
