@@ -77,9 +77,11 @@ type batcher struct {
 	commands  atomic.Int64 // commands sent in them
 }
 
-// queueLen is how many commands may wait for one master. The proxy has at
-// most one lock operation in flight per client, so with proxy.max_clients
-// below it the queue of even a stalled master does not fill.
+// queueLen is how many commands may wait for one master. A stalled master's
+// queue can fill (the proxy lets each client have proxy.max_inflight
+// operations in flight); a lock operation's command beyond it is answered
+// errQueueFull at once and that master does not vote (trySend), so the
+// queue never grows without bound and no operation waits on it.
 const queueLen = 16384
 
 func newBatcher(n *node, workers, queue int) *batcher {
