@@ -9,6 +9,10 @@ import (
 // operation to be decided.
 var ErrNoQuorum = errors.New("redlock: too few masters reachable for a quorum")
 
+// ErrNotHeld is returned when a lock to be refreshed or released is no
+// longer held on a quorum of masters: it expired, or was released.
+var ErrNotHeld = errors.New("redlock: not held")
+
 // NodeError is the failure of one master during a quorum operation.
 type NodeError struct {
 	Addr string
