@@ -35,6 +35,36 @@ func Example() {
 	}
 }
 
+// Obtain a lock you hold, keep it alive while the work runs, give it back.
+// (It needs three masters, so it is compiled but not run; mutex_test.go
+// runs the same steps against real ones.)
+func ExampleClient_Obtain() {
+	c, err := redlock.New([]string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// Wait up to 5 s for the key, trying every 100 ms.
+	lock, err := c.Obtain(ctx, "lock:report", 10*time.Second,
+		redlock.WithRetryStrategy(redlock.LinearBackoff(100*time.Millisecond)))
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		return // still held elsewhere when ctx ran out
+	case err != nil:
+		panic(err) // too few masters could vote (redlock.ErrNoQuorum)
+	}
+	defer lock.Release(context.Background())
+
+	// Act only while lock.Validity() > 0; renew before it runs out.
+	fmt.Println("validity left:", lock.Validity() > 0)
+	if err := lock.Refresh(ctx, 10*time.Second); errors.Is(err, redlock.ErrNotHeld) {
+		return // it expired: stop the work
+	}
+}
+
 // A fenced lock: every grant of a key carries a larger number than all the
 // grants before it, for the protected resource to check.
 func ExampleClient_AcquireFenced() {
