@@ -16,6 +16,7 @@ import (
 // copied to the client byte for byte, so status, bulk and error replies keep
 // their exact form.
 type backendConn struct {
+	home *backend // the pool it came from
 	nc   net.Conn
 	r    *bufio.Reader
 	buf  []byte
@@ -69,6 +70,7 @@ func (b *backendConn) close() { _ = b.nc.Close() }
 
 // backend dials and pools connections to the passthrough backend.
 type backend struct {
+	proto    int // 3: connections say HELLO 3, for clients that speak RESP3
 	addr     string
 	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
@@ -94,7 +96,7 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &backendConn{nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
+	b := &backendConn{home: p, nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
 		if user != "" {
@@ -106,7 +108,19 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)
 		}
 	}
+	if p.proto == 3 {
+		reply, err := b.do([][]byte{[]byte("HELLO"), []byte("3")}, p.timeout)
+		if err != nil || len(reply) == 0 || reply[0] != '%' {
+			b.close()
+			return nil, errors.Join(errors.New("proxy: backend refused HELLO 3"), err)
+		}
+	}
 	return b, nil
+}
+
+// resp3 is a pool of the same backend whose connections speak RESP3.
+func (p *backend) resp3() *backend {
+	return &backend{proto: 3, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
 }
 
 // get takes an idle pooled connection or dials a new one. A pooled one the

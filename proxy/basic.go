@@ -79,22 +79,25 @@ func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		ls.closeAll(true) // the leases release their locks on their own goroutines
 	}
 	*st = client{id: st.id}
+	setResp3(c, false) // RESET goes back to RESP2, as on Redis
 	c.WriteString("RESET")
 }
 
-// cmdHello speaks RESP2 only; HELLO 3 answers NOPROTO so clients such as
-// go-redis v9 and redis-py fall back to RESP2.
+// cmdHello switches the connection to RESP2 or RESP3 and answers what
+// Redis answers, in the protocol chosen.
 func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	proto := max(st.proto, 2)
 	if len(args) > 1 {
 		v, err := parseInt(args[1])
 		if err != nil {
 			c.WriteError("ERR Protocol version is not an integer or out of range")
 			return
 		}
-		if v != 2 {
+		if v != 2 && v != 3 {
 			c.WriteError("NOPROTO unsupported protocol version")
 			return
 		}
+		proto = int(v)
 		for i := 2; i < len(args); i++ {
 			switch strings.ToLower(string(args[i])) {
 			case "auth":
@@ -125,13 +128,29 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			}
 		}
 	}
-	c.WriteArray(14)
+	if proto != max(st.proto, 2) {
+		if st.sub != nil {
+			c.WriteError("ERR redlock-proxy: HELLO cannot change the protocol of a subscribed connection through the proxy")
+			return
+		}
+		if st.pinned != nil {
+			// The client's own backend connection (WATCH, MULTI, blocking
+			// commands) answers in the new protocol too.
+			if _, err := st.pinned.do([][]byte{[]byte("HELLO"), []byte(strconv.Itoa(proto))}, s.passthroughTimeout()); err != nil {
+				st.pinned.close()
+				st.pinned, st.multi, st.dirty = nil, false, false
+			}
+		}
+		st.proto = proto
+		setResp3(c, proto == 3)
+	}
+	writeMap(c, 7)
 	c.WriteBulkString("server")
 	c.WriteBulkString("redis")
 	c.WriteBulkString("version")
 	c.WriteBulkString(redisVersion)
 	c.WriteBulkString("proto")
-	c.WriteInt(2)
+	c.WriteInt(proto)
 	c.WriteBulkString("id")
 	c.WriteInt64(st.id)
 	c.WriteBulkString("mode")
@@ -140,6 +159,13 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	c.WriteBulkString("master")
 	c.WriteBulkString("modules")
 	c.WriteArray(0)
+}
+
+// setResp3 sets the protocol of the replies the proxy writes to c.
+func setResp3(c redcon.Conn, on bool) {
+	if ss, ok := c.(*session); ok {
+		ss.wr.resp3 = on
+	}
 }
 
 // redisVersion is the Redis version the proxy reports: the command set it
@@ -189,7 +215,9 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		c.WriteString("OK")
 	case sub == "info" && len(args) == 2:
-		c.WriteBulkString(s.clientLine(c, st) + "\n")
+		writeVerbatim(c, s.clientLine(c, st)+"\n")
+	case sub == "tracking":
+		c.WriteError("ERR redlock-proxy: CLIENT TRACKING (client-side caching) is not supported through the proxy; turn client-side caching off in the client (rueidis: ClientOption.DisableCache = true)")
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info":
@@ -201,7 +229,8 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 
 func (s *Server) clientLine(c redcon.Conn, st *client) string {
 	return "id=" + strconv.FormatInt(st.id, 10) + " addr=" + c.RemoteAddr() + " name=" + st.name +
-		" db=0 multi=" + strconv.FormatBool(st.multi) + " lib-name=" + st.libName + " lib-ver=" + st.libVer
+		" db=0 multi=" + strconv.FormatBool(st.multi) + " resp=" + strconv.Itoa(max(st.proto, 2)) +
+		" lib-name=" + st.libName + " lib-ver=" + st.libVer
 }
 
 // parseInt parses a Redis integer argument strictly (no spaces, no '+').

@@ -83,8 +83,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		}
 	}
 	if st.sub != nil {
-		if ss, ok := c.(*session); ok {
-			s.subscribed(ss, st, nameOf(e, cmd.Args[0]), cmd.Args)
+		if ss, ok := c.(*session); ok && s.subscribed(ss, st, e, nameOf(e, cmd.Args[0]), cmd.Args) {
 			return
 		}
 	}
@@ -199,7 +198,7 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 // backend connection (mux.go), with r as its request (nil: a new one).
 func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command) {
 	s.m.passthrough.Add(float64(len(batch)))
-	out, got, err := s.mux.do(r, batch)
+	out, got, err := s.muxFor(c).do(r, batch)
 	if got > 0 {
 		c.WriteRaw(out)
 		handOver(c)
@@ -239,7 +238,7 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 		return
 	}
 	if pooled {
-		s.be.put(bc)
+		bc.home.put(bc)
 	}
 }
 
@@ -355,19 +354,36 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	}
 	c.WriteRaw(reply)
 	if pooled {
-		s.be.put(bc)
+		bc.home.put(bc)
 	}
+}
+
+// beFor is the backend pool of a client's protocol.
+func (s *Server) beFor(st *client) *backend {
+	if st.proto == 3 {
+		return s.be3
+	}
+	return s.be
+}
+
+// muxFor is the shared passthrough connection of a client's protocol.
+func (s *Server) muxFor(c redcon.Conn) *muxPool {
+	if st, _ := c.Context().(*client); st != nil && st.proto == 3 {
+		return s.mux3
+	}
+	return s.mux
 }
 
 func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool, err error) {
 	if st.pinned != nil {
 		return st.pinned, false, nil
 	}
+	be := s.beFor(st)
 	if !pin {
-		bc, err = s.be.get()
+		bc, err = be.get()
 		return bc, true, err
 	}
-	bc, err = s.be.dial()
+	bc, err = be.dial()
 	if err == nil {
 		st.pinned = bc
 	}

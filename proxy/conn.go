@@ -14,4 +14,5 @@ type client struct {
 	authed  bool                     // AUTH (or HELLO … AUTH) succeeded
 	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
 	sub     *subscription            // while subscribed (pubsub.go)
+	proto   int                      // 3 after HELLO 3; RESP2 otherwise
 }

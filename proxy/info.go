@@ -70,7 +70,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.RunID)
 		}
 	})
-	c.WriteBulkString(b.String())
+	writeVerbatim(c, b.String())
 }
 
 func (s *Server) guardWindow() time.Duration {

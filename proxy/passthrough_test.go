@@ -46,8 +46,10 @@ func TestProxyAnsweredCommands(t *testing.T) {
 	mustEqual(t, "SELECT 0", must(e.do("SELECT", 0)), any("OK"))
 	_, err := e.do("SELECT", 1)
 	mustEqual(t, "SELECT 1", err.Error(), "ERR redlock-proxy serves database 0 only")
-	_, err = e.do("HELLO", 3)
-	mustEqual(t, "HELLO 3", err.Error(), "NOPROTO unsupported protocol version")
+	_, err = e.do("HELLO", 4)
+	mustEqual(t, "HELLO 4", err.Error(), "NOPROTO unsupported protocol version")
+	h3 := must(e.do("HELLO", 3)).(map[any]any)
+	mustEqual(t, "HELLO 3 proto", h3["proto"], any(int64(3)))
 	h := must(e.do("HELLO", 2)).([]any)
 	mustEqual(t, "HELLO 2 proto", h[5], any(int64(2)))
 	mustEqual(t, "CLIENT SETNAME", must(e.do("CLIENT", "SETNAME", "me")), any("OK"))
@@ -73,7 +75,7 @@ func TestProxyAnsweredCommands(t *testing.T) {
 	}
 }
 
-// go-redis v9 starts with HELLO 3; on NOPROTO it falls back to RESP2.
+// go-redis v9 starts with HELLO 3 (AUTH and SETNAME in it) and speaks RESP3.
 func TestGoRedisDefaultHandshake(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	c := redis.NewClient(&redis.Options{Addr: e.addr, ClientName: "app", MaxRetries: -1})
@@ -81,6 +83,10 @@ func TestGoRedisDefaultHandshake(t *testing.T) {
 	ok, err := c.SetNX(context.Background(), e.key("k"), "v", 5*time.Second).Result()
 	if err != nil || !ok {
 		t.Fatalf("SetNX through the proxy: %v %v", ok, err)
+	}
+	info, err := c.Do(context.Background(), "CLIENT", "INFO").Text()
+	if err != nil || !strings.Contains(info, " name=app ") || !strings.Contains(info, " resp=3 ") {
+		t.Fatalf("CLIENT INFO of go-redis's connection: %q %v", info, err)
 	}
 }
 

@@ -158,7 +158,7 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 	}
 	f.slots <- struct{}{} // blocks while max_inflight run
 	op := &pending{ss: ss, st: st, args: args, keys: keys, h: lookup(args[0]).h}
-	op.reply.b = op.small[:0]
+	op.reply.b, op.reply.resp3 = op.small[:0], ss.wr.resp3
 	keepInput(ss) // the operation reads its arguments after this batch
 	s.m.pipelinedOps.Inc()
 	if ss.queueReply(op) {
@@ -367,6 +367,8 @@ func (r replyConn) WriteInt64(num int64)         { r.w.WriteInt64(num) }
 func (r replyConn) WriteUint64(num uint64)       { r.w.WriteUint64(num) }
 func (r replyConn) WriteArray(count int)         { r.w.WriteArray(count) }
 func (r replyConn) WriteNull()                   { r.w.WriteNull() }
+func (r replyConn) WriteMap(pairs int)           { r.w.WriteMap(pairs) }
+func (r replyConn) WriteVerbatim(s string)       { r.w.WriteVerbatim(s) }
 func (r replyConn) WriteRaw(data []byte)         { r.w.WriteRaw(data) }
 func (r replyConn) WriteAny(v any)               { r.w.WriteAny(v) }
 func (replyConn) RemoteAddr() string             { return "" }

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"net"
 	"strings"
 	"time"
@@ -10,16 +13,19 @@ import (
 )
 
 // Pub/sub. A client that subscribes gets a backend connection of its own for
-// as long as it has subscriptions, and a relay goroutine that copies what
-// the backend sends on it (confirmations, messages, the replies to PING and
-// to refused commands) to the client, byte for byte, in the order the
-// backend sent it. While the client is subscribed, everything it sends goes
-// to that connection, so the backend itself answers every command in
-// subscribed mode exactly as Redis does; only QUIT and RESET end the
-// subscription and are then served as usual, and the proxy counts the
-// client's channels, patterns and shard channels to know when the last
-// UNSUBSCRIBE ends subscribed mode, after which its commands are served as
-// before (lock commands on the quorum).
+// as long as it has subscriptions, in the client's protocol, and a relay
+// goroutine that copies what the backend sends on it (confirmations,
+// messages, the replies to PING and to refused commands) to the client,
+// byte for byte, in the order the backend sent it. In RESP2 everything the
+// subscribed client sends goes to that connection, so the backend itself
+// answers every command in subscribed mode exactly as Redis does. In RESP3
+// a subscribed client may run any command: pub/sub commands and plain
+// passthrough commands go to that connection, and the others are served by
+// the proxy as usual (lock commands on the quorum) once every reply the
+// connection owes has been relayed (sync). QUIT and RESET end the
+// subscription and are then served as usual; the proxy counts the client's
+// channels, patterns and shard channels to know when the last UNSUBSCRIBE
+// ends it too.
 //
 // One backend connection per subscriber, rather than one shared
 // subscription per proxy that fans messages out: no message can reach a
@@ -43,16 +49,19 @@ const subReadBuf = 1 << 10
 // subscribed to.
 type subscription struct {
 	bc       *backendConn
+	resp3    bool
 	channels map[string]struct{}
 	patterns map[string]struct{}
 	shards   map[string]struct{}
-	// until is the one simple-string reply the backend sends while the
-	// client is subscribed: the answer to the QUIT, RESET or PING (after
-	// the last UNSUBSCRIBE) the proxy sent to end the relay. The relay
-	// stops there, without passing it on. Set before that command is sent.
-	until []byte
-	done  chan struct{} // closed when the relay has ended
-	ended bool          // the relay reached until (read after done)
+	// unsynced: commands were sent whose replies the relay may not have
+	// passed on yet (session goroutine only).
+	unsynced bool
+	// marks are the replies to the PING <token> that sync sends, in and
+	// out of RESP2's subscribed mode; the relay swallows the first that
+	// comes and signals synced. Under session.outMu.
+	marks  [2][]byte
+	synced chan struct{} // receives when the relay met a mark
+	done   chan struct{} // closed when the relay has ended
 }
 
 func (sub *subscription) count() int { return len(sub.channels) + len(sub.patterns) + len(sub.shards) }
@@ -108,14 +117,14 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	// A small read buffer: an idle subscriber's memory is mostly its
 	// buffers. It holds a reply's header line (the longest a status or
 	// error line of the backend's); messages are read past it.
-	bc, err := s.be.dialSize(subReadBuf)
+	bc, err := s.beFor(st).dialSize(subReadBuf)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
 		return
 	}
-	sub := &subscription{bc: bc, channels: map[string]struct{}{}, patterns: map[string]struct{}{},
-		shards: map[string]struct{}{}, done: make(chan struct{})}
+	sub := &subscription{bc: bc, resp3: st.proto == 3, channels: map[string]struct{}{}, patterns: map[string]struct{}{},
+		shards: map[string]struct{}{}, synced: make(chan struct{}, 1), done: make(chan struct{})}
 	// What the client was answered before goes out first; from now on the
 	// relay writes too, under outMu.
 	ss.outMu.Lock()
@@ -125,77 +134,108 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	st.sub = sub
 	s.m.subscribers.Inc()
 	go s.relay(ss, sub)
-	s.subscribed(ss, st, name, args)
+	s.subscribed(ss, st, lookup(args[0]), name, args)
 }
 
-// subscribed serves a command of a subscribed client (name: its lower-case
-// name).
-func (s *Server) subscribed(ss *session, st *client, name string, args [][]byte) {
+// subscribed serves a command of a subscribed client (e: its entry in the
+// command table, name: its lower-case name). It reports whether it served
+// it; if not (RESP3), the command is served as usual, after the replies the
+// subscription connection owed.
+func (s *Server) subscribed(ss *session, st *client, e *command, name string, args [][]byte) bool {
 	sub := st.sub
 	switch name {
-	case "quit":
-		s.endSubscription(ss, st, args, "+OK\r\n")
-		cmdQuit(s, ss, st, args)
-		return
-	case "reset":
-		s.endSubscription(ss, st, args, "+RESET\r\n")
-		cmdReset(s, ss, st, args)
-		return
+	case "quit", "reset":
+		s.endSubscription(ss, st)
+		return false
 	case "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe":
+		if sub.resp3 {
+			ss.waitIdle() // its reply comes after those of lock operations in flight
+		}
 		sub.track(name, args)
+		if s.sendSub(ss, st, args) && sub.count() == 0 {
+			s.endSubscription(ss, st) // the last UNSUBSCRIBE
+		}
+		return true
 	}
-	if !s.sendSub(ss, st, args) {
-		return
+	if !sub.resp3 || s.plainPassthrough(e, args) {
+		// RESP2: the backend refuses what subscribed mode does not allow.
+		// RESP3: a plain command runs there, its reply in order.
+		if sub.resp3 {
+			ss.waitIdle()
+		}
+		s.m.passthrough.Inc()
+		s.sendSub(ss, st, args)
+		return true
 	}
-	if sub.count() == 0 {
-		// The last UNSUBSCRIBE: the backend connection leaves subscribed
-		// mode, and answers a PING with +PONG, after every reply before.
-		s.endSubscription(ss, st, [][]byte{[]byte("PING")}, "+PONG\r\n")
+	if !s.sync(ss, st) {
+		return true
 	}
+	return false
 }
 
 // sendSub sends a command on the client's subscription connection; a
 // failure closes the client (its subscriptions are gone).
 func (s *Server) sendSub(ss *session, st *client, args [][]byte) bool {
-	bc := st.sub.bc
-	bc.buf = appendCommand(bc.buf[:0], args)
-	_ = bc.nc.SetWriteDeadline(time.Now().Add(s.passthroughTimeout()))
-	if _, err := bc.nc.Write(bc.buf); err != nil {
+	sub := st.sub
+	sub.bc.buf = appendCommand(sub.bc.buf[:0], args)
+	_ = sub.bc.nc.SetWriteDeadline(time.Now().Add(s.passthroughTimeout()))
+	if _, err := sub.bc.nc.Write(sub.bc.buf); err != nil {
 		s.log.Warn().Err(err).Str("client", ss.addr).Msg("subscription connection failed; closing the client")
 		_ = ss.Close()
 		return false
 	}
+	sub.unsynced = true
 	return true
 }
 
-// endSubscription sends args, whose reply is until, on the subscription
-// connection, waits for the relay to pass on every reply before it, and
-// closes the connection: the client is no longer subscribed.
-func (s *Server) endSubscription(ss *session, st *client, args [][]byte, until string) {
+// sync waits until the relay has passed on every reply the subscription
+// connection owes: it sends PING with a random token and waits for its
+// answer, which the relay swallows. A connection that does not answer in
+// time closes the client (what it was subscribed to is unknown).
+func (s *Server) sync(ss *session, st *client) bool {
 	sub := st.sub
-	ss.outMu.Lock()
-	sub.until = []byte(until)
-	ss.outMu.Unlock()
-	if s.sendSub(ss, st, args) {
-		select {
-		case <-sub.done:
-		case <-time.After(s.passthroughTimeout()):
-		}
+	if !sub.unsynced {
+		return true
 	}
+	var raw [12]byte
+	_, _ = rand.Read(raw[:])
+	token := hex.EncodeToString(raw[:])
+	ss.outMu.Lock()
+	sub.marks[0] = redcon.AppendBulkString(nil, token) // out of RESP2's subscribed mode, and RESP3
+	sub.marks[1] = redcon.AppendBulkString(redcon.AppendBulkString(redcon.AppendArray(nil, 2), "pong"), token)
+	ss.outMu.Unlock()
+	if !s.sendSub(ss, st, [][]byte{[]byte("PING"), []byte(token)}) {
+		return false
+	}
+	select {
+	case <-sub.synced:
+		sub.unsynced = false
+		return true
+	case <-sub.done:
+	case <-time.After(s.passthroughTimeout()):
+	}
+	s.log.Warn().Str("client", ss.addr).Msg("subscription connection did not answer; closing the client")
+	_ = ss.Close()
+	return false
+}
+
+// endSubscription ends the client's subscription once the relay has passed
+// on every reply the connection owes, and closes the connection, which
+// drops its subscriptions on the backend.
+func (s *Server) endSubscription(ss *session, st *client) {
+	sub := st.sub
+	s.sync(ss, st)
 	sub.bc.close()
 	<-sub.done
 	st.sub = nil
 	ss.outMu.Lock()
 	ss.subbed = false
 	ss.outMu.Unlock()
-	if !sub.ended {
-		_ = ss.Close() // the backend did not answer: the client's state is unknown
-	}
 }
 
 // relay copies what the backend sends on a subscription connection to the
-// client until the reply that ends the subscription, or until either side
-// fails, which closes the client.
+// client until either side fails, which closes the client, or the
+// connection is closed.
 func (s *Server) relay(ss *session, sub *subscription) {
 	defer s.m.subscribers.Dec()
 	defer close(sub.done)
@@ -206,17 +246,18 @@ func (s *Server) relay(ss *session, sub *subscription) {
 		var err error
 		buf, err = readReply(sub.bc.r, buf[:0])
 		if err != nil {
-			if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			if !errors.Is(err, net.ErrClosed) { // not closed by endSubscription
 				s.log.Debug().Err(err).Str("client", ss.addr).Msg("subscription connection ended")
+				_ = ss.cc.Close() // its subscriptions are gone; unblocks the session
 			}
-			_ = ss.cc.Close() // its subscriptions are gone; unblocks the session
 			return
 		}
 		ss.outMu.Lock()
-		if buf[0] == '+' && sub.until != nil && bytes.Equal(buf, sub.until) {
-			sub.ended = true
+		if sub.marks[0] != nil && (bytes.Equal(buf, sub.marks[0]) || bytes.Equal(buf, sub.marks[1])) {
+			sub.marks = [2][]byte{}
 			ss.outMu.Unlock()
-			return
+			sub.synced <- struct{}{}
+			continue
 		}
 		_, werr := ss.cc.Write(buf)
 		ss.outMu.Unlock()

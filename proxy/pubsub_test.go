@@ -113,71 +113,7 @@ func TestPubSubLikeRedis(t *testing.T) {
 		},
 	}
 	for name, steps := range scenarios {
-		t.Run(name, func(t *testing.T) {
-			// The plain Redis first: what it answers at each step, read
-			// until it is quiet.
-			want := map[int][]byte{}
-			conns := map[string]net.Conn{}
-			dial := func(addr, who string) net.Conn {
-				if c := conns[who]; c != nil {
-					return c
-				}
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				conns[who] = c
-				return c
-			}
-			for i, st := range steps {
-				c := dial(plain.Addr, st.conn)
-				if _, err := c.Write(resp(st.cmds...)); err != nil {
-					t.Fatal(err)
-				}
-				for who, c := range conns {
-					if who != "pub" && who != "direct" || who == st.conn {
-						want[i] = append(want[i], fmt.Sprintf("[%s]", who)...)
-						want[i] = append(want[i], quietRead(t, c, 150*time.Millisecond)...)
-					}
-				}
-			}
-			// Then the proxy, reading as many bytes as the plain Redis
-			// sent at each step.
-			conns = map[string]net.Conn{}
-			for i, st := range steps {
-				addr := e.addr
-				if st.conn == "direct" {
-					addr = e.masters[0].Addr
-				}
-				c := dial(addr, st.conn)
-				if _, err := c.Write(resp(st.cmds...)); err != nil {
-					t.Fatal(err)
-				}
-				var got []byte
-				parts := bytes.Split(want[i], []byte("["))
-				for _, p := range parts[1:] {
-					who, exp, _ := bytes.Cut(p, []byte("]"))
-					got = append(got, fmt.Sprintf("[%s]", who)...)
-					if bytes.HasSuffix(exp, []byte("<closed>")) {
-						got = append(got, readN(conns[string(who)], len(exp)-len("<closed>"))...)
-						if rest := quietRead(t, conns[string(who)], time.Second); string(rest) == "<closed>" {
-							got = append(got, rest...)
-						}
-						continue
-					}
-					got = append(got, readN(conns[string(who)], len(exp))...)
-				}
-				if !bytes.Equal(got, want[i]) {
-					t.Fatalf("step %d %v:\nproxy %q\nRedis %q", i, st.cmds, got, want[i])
-				}
-			}
-			for who, c := range conns {
-				if extra := quietRead(t, c, 100*time.Millisecond); len(extra) > 0 && string(extra) != "<closed>" {
-					t.Fatalf("%s: the proxy sent more than Redis: %q", who, extra)
-				}
-			}
-		})
+		t.Run(name, func(t *testing.T) { comparePubSub(t, e, plain.Addr, "", steps) })
 	}
 	// The lock taken after the last UNSUBSCRIBE is on the quorum; those
 	// released after one are gone from every master, and the SET refused
@@ -338,5 +274,82 @@ func TestSubscribeInMulti(t *testing.T) {
 	want := "+OK\r\n-ERR redlock-proxy: SUBSCRIBE cannot be queued in MULTI through the proxy; the transaction will be aborted\r\n-EXECABORT Transaction discarded because of previous errors.\r\n+PONG\r\n"
 	if got != want {
 		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+// comparePubSub runs steps against a plain Redis at plain and then against
+// the proxy of e, and fails unless every connection of the proxy receives,
+// at each step, the bytes the plain Redis sent. setup, when not empty, is a
+// command each connection sends first, its reply not compared (HELLO 3).
+func comparePubSub(t *testing.T, e *env, plain string, setup string, steps []psStep) {
+	t.Helper()
+	// The plain Redis first: what it answers at each step, read
+	// until it is quiet.
+	want := map[int][]byte{}
+	conns := map[string]net.Conn{}
+	dial := func(addr, who string) net.Conn {
+		if c := conns[who]; c != nil {
+			return c
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if setup != "" {
+			if _, err := c.Write(resp(setup)); err != nil {
+				t.Fatal(err)
+			}
+			quietRead(t, c, 150*time.Millisecond)
+		}
+		conns[who] = c
+		return c
+	}
+	for i, st := range steps {
+		c := dial(plain, st.conn)
+		if _, err := c.Write(resp(st.cmds...)); err != nil {
+			t.Fatal(err)
+		}
+		for who, c := range conns {
+			if who != "pub" && who != "direct" || who == st.conn {
+				want[i] = append(want[i], fmt.Sprintf("[%s]", who)...)
+				want[i] = append(want[i], quietRead(t, c, 150*time.Millisecond)...)
+			}
+		}
+	}
+	// Then the proxy, reading as many bytes as the plain Redis
+	// sent at each step.
+	conns = map[string]net.Conn{}
+	for i, st := range steps {
+		addr := e.addr
+		if st.conn == "direct" {
+			addr = e.masters[0].Addr
+		}
+		c := dial(addr, st.conn)
+		if _, err := c.Write(resp(st.cmds...)); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		parts := bytes.Split(want[i], []byte("["))
+		for _, p := range parts[1:] {
+			who, exp, _ := bytes.Cut(p, []byte("]"))
+			got = append(got, fmt.Sprintf("[%s]", who)...)
+			if bytes.HasSuffix(exp, []byte("<closed>")) {
+				got = append(got, readN(conns[string(who)], len(exp)-len("<closed>"))...)
+				if rest := quietRead(t, conns[string(who)], time.Second); string(rest) == "<closed>" {
+					got = append(got, rest...)
+				}
+				continue
+			}
+			got = append(got, readN(conns[string(who)], len(exp))...)
+		}
+		if !bytes.Equal(got, want[i]) {
+			t.Fatalf("step %d %v:\nproxy %q\nRedis %q", i, st.cmds, got, want[i])
+		}
+	}
+	for who, c := range conns {
+		if extra := quietRead(t, c, 100*time.Millisecond); len(extra) > 0 && string(extra) != "<closed>" {
+			t.Fatalf("%s: the proxy sent more than Redis: %q", who, extra)
+		}
 	}
 }

@@ -27,11 +27,15 @@ const Version = "0.1.0"
 // Server is a running proxy: a redcon server, the Redlock client for the
 // masters, and the passthrough backend.
 type Server struct {
-	cfg     Config
-	log     zerolog.Logger
-	rl      *redlock.Client
-	be      *backend
-	mux     *muxPool // the shared connection for plain passthrough
+	cfg Config
+	log zerolog.Logger
+	rl  *redlock.Client
+	be  *backend
+	mux *muxPool // the shared connection for plain passthrough
+	// The same for clients that speak RESP3: their replies come from the
+	// backend in RESP3, type for type.
+	be3     *backend
+	mux3    *muxPool
 	scripts *scriptCache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
 	ops     *opRunners // run pipelined lock operations (pipeline.go)
@@ -101,6 +105,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.creds = creds
 	s.ops = newOpRunners(s)
 	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
+	s.be3 = s.be.resp3()
+	s.mux3 = &muxPool{be: s.be3, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
@@ -181,6 +187,8 @@ func (s *Server) Close() error {
 	}
 	s.mux.close()
 	s.be.close()
+	s.mux3.close()
+	s.be3.close()
 	return errors.Join(err, s.rl.Close())
 }
 

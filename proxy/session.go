@@ -371,6 +371,8 @@ func (ss *session) WriteUint64(num uint64)      { ss.wr.WriteUint64(num) }
 func (ss *session) WriteError(msg string)       { ss.wr.WriteError(msg) }
 func (ss *session) WriteArray(count int)        { ss.wr.WriteArray(count) }
 func (ss *session) WriteNull()                  { ss.wr.WriteNull() }
+func (ss *session) WriteMap(pairs int)          { ss.wr.WriteMap(pairs) }
+func (ss *session) WriteVerbatim(s string)      { ss.wr.WriteVerbatim(s) }
 func (ss *session) WriteRaw(data []byte)        { ss.wr.WriteRaw(data) }
 func (ss *session) WriteAny(v any)              { ss.wr.WriteAny(v) }
 func (ss *session) NetConn() net.Conn           { return ss.cc }

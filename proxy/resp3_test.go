@@ -1,0 +1,186 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// readRESP reads one whole reply (RESP2 or RESP3) from r, as raw bytes.
+func readRESP(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading a reply: %v (so far %q)", err, line)
+	}
+	out := line
+	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+	switch line[0] {
+	case '$', '=', '!':
+		if n >= 0 {
+			buf := make([]byte, n+2)
+			if _, err := ioReadFull(r, buf); err != nil {
+				t.Fatal(err)
+			}
+			out += string(buf)
+		}
+	case '*', '~', '>', '%':
+		if line[0] == '%' {
+			n *= 2
+		}
+		for i := 0; i < n; i++ {
+			out += readRESP(t, r)
+		}
+	}
+	return out
+}
+
+func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// A RESP3 connection through the proxy gets, command by command, the reply
+// a plain Redis gives in RESP3, type for type: nulls, maps, sets, doubles,
+// verbatim strings, from the lock path (SET NX, GET, the unlock script), from
+// commands the proxy answers itself and from passthrough; HELLO 2 goes back
+// to RESP2 byte for byte.
+func TestRESP3LikeRedis(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	plain := startPlain(t)
+	k := e.key("lock")
+	unlock := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	// shape: a reply that differs by nature (ids, versions, timings, the
+	// proxy's own INFO), compared by type and shape only.
+	type command struct {
+		args  []string
+		shape bool
+	}
+	cmds := []command{
+		{[]string{"HELLO", "3"}, true},
+		{[]string{"SET", k, "t", "NX", "PX", "10000"}, false},
+		{[]string{"SET", k, "u", "NX", "PX", "10000"}, false},
+		{[]string{"GET", k}, false},
+		{[]string{"GET", k + ":missing"}, false},
+		{[]string{"PTTL", k}, true},
+		{[]string{"EXISTS", k, k + ":missing"}, false},
+		{[]string{"SET", k + ":2", "t", "NX", "PX", "10000", "GET"}, false},
+		{[]string{"EVAL", unlock, "1", k, "t"}, false},
+		{[]string{"GETDEL", k + ":missing"}, false},
+		{[]string{"HSET", k + ":h", "a", "1"}, false},
+		{[]string{"HGETALL", k + ":h"}, false},
+		{[]string{"ZADD", k + ":z", "1.5", "m"}, false},
+		{[]string{"ZSCORE", k + ":z", "m"}, false},
+		{[]string{"SADD", k + ":s", "x"}, false},
+		{[]string{"SMEMBERS", k + ":s"}, false},
+		{[]string{"LPOP", k + ":list"}, false},
+		{[]string{"CLIENT", "GETNAME"}, false},
+		{[]string{"CLIENT", "ID"}, true},
+		{[]string{"CLIENT", "INFO"}, true},
+		{[]string{"INFO", "server"}, true},
+		{[]string{"CONFIG", "GET", "maxmemory"}, false},
+		{[]string{"EVAL", "return redis.call('ping')", "0"}, false},
+		{[]string{"PING"}, false},
+		{[]string{"HELLO", "4"}, false},
+		{[]string{"HELLO", "1"}, false},
+		{[]string{"HELLO", "x"}, false},
+		{[]string{"HELLO", "3", "SETNAME", "app"}, true},
+		{[]string{"CLIENT", "GETNAME"}, false},
+		{[]string{"HELLO", "2"}, true},
+		{[]string{"GET", k + ":missing"}, false},
+		{[]string{"HGETALL", k + ":h"}, false},
+		{[]string{"HELLO"}, true},
+	}
+	run := func(addr string) []string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		var out []string
+		for _, cmd := range cmds {
+			if _, err := c.Write(respArgs(cmd.args...)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, readRESP(t, r))
+		}
+		return out
+	}
+	want, got := run(plain), run(e.addr)
+	for i, cmd := range cmds {
+		w, g := want[i], got[i]
+		verbatim := strings.HasPrefix(w, "=")
+		switch {
+		case cmd.shape && verbatim:
+			if !strings.HasPrefix(g, "=") || !strings.Contains(g, "txt:") {
+				t.Errorf("%v: proxy %q is not a verbatim text, as Redis's %q", cmd.args, g, w)
+			}
+		case cmd.shape:
+			if g[0] != w[0] || strings.Count(g, "\r\n") != strings.Count(w, "\r\n") {
+				t.Errorf("%v: proxy %q, Redis %q: not the same type and shape", cmd.args, g, w)
+			}
+		case g != w:
+			t.Errorf("%v:\nproxy %q\nRedis %q", cmd.args, g, w)
+		}
+	}
+	for i, cmd := range cmds {
+		if cmd.args[0] != "HELLO" || !strings.HasPrefix(want[i], "%") && !strings.HasPrefix(want[i], "*") {
+			continue
+		}
+		for _, key := range []string{"server", "version", "proto", "id", "mode", "role", "modules"} {
+			if !strings.Contains(got[i], "$"+strconv.Itoa(len(key))+"\r\n"+key+"\r\n") {
+				t.Errorf("%v: reply %q lacks %q", cmd.args, got[i], key)
+			}
+		}
+	}
+}
+
+// respArgs encodes one command given as its arguments.
+func respArgs(args ...string) []byte {
+	b := fmt.Appendf(nil, "*%d\r\n", len(args))
+	for _, a := range args {
+		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b
+}
+
+// startPlain starts a plain redis-server for comparisons.
+func startPlain(t *testing.T) string {
+	t.Helper()
+	return redistest.Start(t).Addr
+}
+
+// A subscribed RESP3 connection may run any command: messages arrive as
+// pushes, and the replies of commands the proxy serves itself (lock
+// commands on the quorum) come in order with those of the subscription, as
+// on a plain Redis.
+func TestRESP3SubscribedLikeRedis(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	k := e.key("lock")
+	scenario := []psStep{
+		{"sub", []string{"SUBSCRIBE news", "GET " + k, "PING", "SET " + k + " t NX PX 10000", "GET " + k, "PSUBSCRIBE n*"}},
+		{"pub", []string{"PUBLISH news hello"}},
+		{"direct", []string{"PUBLISH news again"}},
+		{"sub", []string{"ECHO x", "UNSUBSCRIBE", "GET " + k, "PUNSUBSCRIBE", "DEL " + k, "GET " + k, "PING"}},
+		{"pub", []string{"PUBLISH news gone"}},
+	}
+	comparePubSub(t, e, startPlain(t), "HELLO 3", scenario)
+	if on := e.onMasters(k); count(on, "") != 3 {
+		t.Fatalf("the lock released while subscribed is on %v", on)
+	}
+}
