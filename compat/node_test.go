@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5),
-// unmodified, with the proxy as their only Redis client; the tests are in
-// node/redlock.test.mjs. CI installs the packages with `npm ci` in
+// TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5), and
+// node-redis 6 in RESP3 and RESP2, unmodified, with the proxy as their only
+// Redis client; the tests are in node/redlock.test.mjs and
+// node/noderedis6.test.mjs. CI installs the packages with `npm ci` in
 // compat/node first.
 func TestNodeRedlock(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -17,7 +18,7 @@ func TestNodeRedlock(t *testing.T) {
 		node = "/usr/bin/node" // reported missing by need
 	}
 	need(t, node)
-	needNodeModules(t, "node", "redlock4", "redlock5", "ioredis", "ioredis4")
+	needNodeModules(t, "node", "redlock4", "redlock5", "ioredis", "ioredis4", "redis6")
 	s := startStack(t)
 	run(t, s, "node", "node", "--test")
 }
