@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/rs/zerolog v1.33.0
 	github.com/tidwall/match v1.1.1
 	github.com/tidwall/redcon v1.6.2

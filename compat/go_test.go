@@ -13,7 +13,7 @@ import (
 )
 
 // appClient is a go-redis client of the proxy with go-redis's defaults, as
-// an application has it (HELLO 3 first, falling back to RESP2).
+// an application has it (HELLO 3 first: RESP3).
 func appClient(s *stack) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.addr}) }
 
 func eventuallyHolders(t *testing.T, s *stack, key, value string, want int) {
