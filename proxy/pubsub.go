@@ -233,6 +233,14 @@ func (s *Server) endSubscription(ss *session, st *client) {
 	ss.outMu.Unlock()
 }
 
+// endSubscription ends the session's subscription, if it has one, after
+// the replies it owes: nothing but the session writes to the client then.
+func (ss *session) endSubscription() {
+	if st, _ := ss.ctx.(*client); st != nil && st.sub != nil {
+		ss.s.endSubscription(ss, st)
+	}
+}
+
 // relay copies what the backend sends on a subscription connection to the
 // client until either side fails, which closes the client, or the
 // connection is closed.

@@ -353,3 +353,40 @@ func comparePubSub(t *testing.T, e *env, plain string, setup string, steps []psS
 		}
 	}
 }
+
+// Malformed input from a subscribed client: the replies owed before it
+// (the subscription's confirmations) come first, then Redis's protocol
+// error, then the close, byte for byte as from a plain Redis, in RESP2 and
+// RESP3; the subscription is gone from the backend.
+func TestSubscribedThenBadInput(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	plain := redistest.Start(t)
+	for _, hello := range []string{"", "HELLO 3"} {
+		in := append(resp("SUBSCRIBE bad:a bad:b", "PING"), "*2\r\n$4\r\nPING\r\n$x\r\n"...)
+		answer := func(addr string) string {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if hello != "" {
+				if _, err := c.Write(resp(hello)); err != nil {
+					t.Fatal(err)
+				}
+				quietRead(t, c, 150*time.Millisecond)
+			}
+			if _, err := c.Write(in); err != nil {
+				t.Fatal(err)
+			}
+			return readUntilClosed(t, c)
+		}
+		redis, proxied := answer(plain.Addr), answer(e.addr)
+		if proxied != redis || !strings.Contains(redis, "Protocol error") {
+			t.Errorf("%q: the proxy answered %q, Redis %q", hello, proxied, redis)
+		}
+	}
+	eventually(t, "no subscription left on the backend", func() bool {
+		v, err := e.masters[0].Client().PubSubNumSub(t.Context(), "bad:a").Result()
+		return err == nil && v["bad:a"] == 0
+	})
+}

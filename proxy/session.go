@@ -222,8 +222,10 @@ func (ss *session) loop() error {
 		}
 		if ss.cc.rerr != nil {
 			// Read answers the input's error: after the replies of the
-			// commands before it, those in flight included.
+			// commands before it, those in flight and those a subscription
+			// owes included.
 			ss.waitIdle()
+			ss.endSubscription()
 		}
 		k, err := ss.cc.Read(ss.in[ss.n:])
 		ss.n += k
@@ -233,8 +235,9 @@ func (ss *session) loop() error {
 			ss.spareCmds, ss.spareArgs = nil, nil
 			if perr != nil {
 				ss.waitIdle()
+				ss.endSubscription()
 				ss.wr.WriteError("ERR " + perr.Error())
-				_ = ss.flush()
+				_ = ss.flushOut()
 				return perr
 			}
 			if used > 0 {
