@@ -121,12 +121,35 @@ func strs(b [][]byte) []string {
 	return out
 }
 
+// databaseZero reports whether a script that SELECTs a database first
+// (spec.dbArg) selects database 0, the only one served, and refuses it
+// otherwise, as SELECT is refused. A value that is not a number makes the
+// script's protected SELECT fail, and the script runs in database 0.
+func databaseZero(c redcon.Conn, spec *scriptSpec, argv [][]byte) bool {
+	if spec.dbArg == 0 {
+		return true
+	}
+	v, ok := arg(argv, spec.dbArg-1)
+	if !ok {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.dbArg) + "]")
+		return false
+	}
+	if n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64); err == nil && n != 0 {
+		c.WriteError("ERR redlock-proxy serves database 0 only")
+		return false
+	}
+	return true
+}
+
 // runMultiKeyScript runs a script over several keys, all or none, and
 // answers the number of keys it acted on.
 func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, keys []string, argv [][]byte) {
 	token, ok := arg(argv, spec.tokenArg)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+		return
+	}
+	if !databaseZero(c, spec, argv) {
 		return
 	}
 	ctx, cancel := s.opContext()
@@ -178,6 +201,9 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 	token, ok := arg(argv, spec.tokenArg)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+		return
+	}
+	if !databaseZero(c, spec, argv) {
 		return
 	}
 	ctx, cancel := s.opContext()

@@ -50,6 +50,10 @@ type scriptSpec struct {
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
 	multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
+	// dbArg is the 1-based ARGV index of a database number the script
+	// SELECTs first (0: none). Only database 0 is served: another is
+	// refused, as SELECT is.
+	dbArg int
 	shared   bool                     // read/write acquire: a shared (read) lock
 	// acquire: a held key whose quorum value the caller may take over
 	reclaim  func(argv [][]byte, held string) bool
@@ -105,6 +109,16 @@ var knownScripts = map[string]*scriptSpec{
 	"04401a2dcbdc523ea08ed84c75cca97e9929a74a": {name: "node-redlock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	"f4a8a79d6104fa5573d6e182920d5b6a3e148ffd": {name: "node-redlock 4.0 extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	"12c93ff475b2fa8badc1bcee7255b6a36daa3582": {name: "node-redlock release", kind: opRelease, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	// @sesamecare-oss/redlock 1.x (the maintained node-redlock fork): node-redlock
+	// 5's scripts after a redis.pcall("SELECT", ARGV[1]), the token in ARGV[2]
+	// and the TTL in ARGV[3].
+	"839536552af886818e0813b5d81bec3336d94ab9": {name: "sesamecare redlock acquire", kind: opAcquire, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"2244312780c468362b1ed6c55fd72cc5e3517638": {name: "sesamecare redlock extend", kind: opExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"662a3c3e8e989c83166a9791723691b618d27881": {name: "sesamecare redlock release", kind: opRelease, tokenArg: 1, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	// redis-semaphore 5 Mutex: compare-and-delete (the DEL's count or 0) and
+	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
+	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// node-redlock 3 acquire: SET NX PX; OK or nil.
 	"af941bd341c75f42f71417c790ff831ddf365132": {name: "node-redlock 3 acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
 

@@ -1,0 +1,98 @@
+// Node lock libraries beside node-redlock, unmodified, with redlock-proxy as
+// their only Redis: @sesamecare-oss/redlock (the maintained node-redlock
+// fork, whose scripts SELECT a database first) and redis-semaphore's Mutex
+// (SET NX PX, and its own release and refresh scripts). Each lock is on a
+// quorum of the masters while held, refused to a contender, kept alive by
+// the library's extend or refresh past its first TTL, and gone from every
+// master once released.
+//
+// REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters.
+
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import IORedis from "ioredis";
+import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
+import { Mutex } from "redis-semaphore";
+
+const PROXY = process.env.REDLOCK_PROXY;
+const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
+if (!PROXY || MASTERS.length === 0) {
+  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
+}
+const QUORUM = Math.floor(MASTERS.length / 2) + 1;
+
+function addr(s) {
+  const i = s.lastIndexOf(":");
+  return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
+}
+const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
+const opened = [];
+after(() => {
+  for (const c of opened) c.disconnect();
+});
+function client(a) {
+  const c = new IORedis({ ...addr(a), ...options });
+  opened.push(c);
+  return c;
+}
+const masters = MASTERS.map(client);
+
+async function holders(key, value) {
+  const vals = await Promise.all(masters.map((m) => m.get(key)));
+  return vals.filter((v) => v === value).length;
+}
+async function minPTTL(key) {
+  const ttls = await Promise.all(masters.map((m) => m.pttl(key)));
+  return ttls.sort((a, b) => a - b)[MASTERS.length - QUORUM];
+}
+
+test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release", async () => {
+  const a = new SesameRedlock([client(PROXY)], { retryCount: 0 });
+  const b = new SesameRedlock([client(PROXY)], { retryCount: 0 });
+  const key = `sesame:${randomBytes(6).toString("hex")}`;
+  const lock = await a.acquire([key], 2000);
+  assert.ok((await holders(key, lock.value)) >= QUORUM, "held on a quorum");
+  await assert.rejects(b.acquire([key], 2000), "a contender is refused");
+  const extended = await lock.extend(10000);
+  assert.ok((await minPTTL(key)) > 8000, "extended on a quorum");
+  await sleep(2200); // past the first TTL
+  assert.ok((await holders(key, extended.value)) >= QUORUM, "still held after the first TTL");
+  await assert.rejects(b.acquire([key], 2000), "still refused");
+  await extended.release();
+  assert.equal(await holders(key, extended.value), 0, "gone from every master");
+  const again = await b.acquire([key], 2000);
+  await again.release();
+
+  // Two resources at once.
+  const k2 = `${key}:2`;
+  const both = await a.acquire([key, k2], 5000);
+  assert.ok((await holders(key, both.value)) >= QUORUM && (await holders(k2, both.value)) >= QUORUM);
+  await both.release();
+  assert.equal((await holders(key, both.value)) + (await holders(k2, both.value)), 0);
+
+  // A database other than 0 is refused, as SELECT is.
+  const other = new SesameRedlock([client(PROXY)], { retryCount: 0, db: 1 });
+  await assert.rejects(other.acquire([`${key}:db1`], 2000));
+  const left = await Promise.all(masters.map((m) => m.exists(`${key}:db1`)));
+  assert.deepEqual(left, MASTERS.map(() => 0), "nothing taken");
+});
+
+test("redis-semaphore 5.8.0 Mutex: acquire, contender refused, refresh, release", async () => {
+  const key = `sem:${randomBytes(6).toString("hex")}`;
+  const m = new Mutex(client(PROXY), key, { lockTimeout: 1000, refreshInterval: 200, acquireTimeout: 500, retryInterval: 50 });
+  await m.acquire();
+  assert.ok((await holders(`mutex:${key}`, m.identifier)) >= QUORUM, "held on a quorum");
+  const other = new Mutex(client(PROXY), key, { lockTimeout: 1000, refreshInterval: 0, acquireTimeout: 200, retryInterval: 50 });
+  assert.equal(await other.tryAcquire(), false, "a contender is refused");
+  await sleep(2500); // its refreshes keep it past the TTL
+  assert.ok(m.isAcquired, "not lost");
+  assert.ok((await holders(`mutex:${key}`, m.identifier)) >= QUORUM, "refreshed on a quorum");
+  assert.equal(await other.tryAcquire(), false, "still refused");
+  await m.release();
+  assert.equal(await holders(`mutex:${key}`, m.identifier), 0, "gone from every master");
+  assert.equal(await other.tryAcquire(), true);
+  await other.release();
+});
