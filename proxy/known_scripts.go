@@ -53,8 +53,8 @@ type scriptSpec struct {
 	// dbArg is the 1-based ARGV index of a database number the script
 	// SELECTs first (0: none). Only database 0 is served: another is
 	// refused, as SELECT is.
-	dbArg int
-	shared   bool                     // read/write acquire: a shared (read) lock
+	dbArg  int
+	shared bool // read/write acquire: a shared (read) lock
 	// acquire: a held key whose quorum value the caller may take over
 	reclaim  func(argv [][]byte, held string) bool
 	ok       string // the operation took effect on a quorum
@@ -129,6 +129,12 @@ var knownScripts = map[string]*scriptSpec{
 	// with the caller's token (its first ARGV[2] bytes) is taken over.
 	"e16f7c44afa75fbb95a41921267d0e13df09bad5": {name: "bsm/redislock obtain", kind: opAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
 		reclaim: sameTokenPrefix, ok: rOK, notOwned: rNil, absent: rNil},
+
+	// go-zero RedisLock acquire (core/stores/redis/lockscript.lua): the
+	// holder's id renews the lock (SET PX, "OK"), anyone else's is SET NX
+	// PX (OK or nil).
+	"219aeced36860dc998017dffe18ecace408fa461": {name: "go-zero acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond,
+		reclaim: sameToken, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// bsm/redislock 0.9 PTTL: the TTL if owned, else -3.
 	"0346cd486b0a21da6d24adcd2e2905865b5df13d": {name: "bsm/redislock pttl", kind: opOwnerTTL, notOwned: ":-3\r\n", absent: ":-3\r\n"},
@@ -243,4 +249,10 @@ func sameTokenPrefix(argv [][]byte, held string) bool {
 		return false
 	}
 	return held[:n] == string(argv[0][:n])
+}
+
+// sameToken is a reclaim for scripts that let the holder of a key take it
+// again: the key holds the caller's token (ARGV[1]) on a quorum.
+func sameToken(argv [][]byte, held string) bool {
+	return len(argv) > 0 && held == string(argv[0])
 }

@@ -53,3 +53,4 @@ fi
 (cd compat/node && npm ci --no-audit --no-fund --loglevel=error)
 
 go mod download
+(cd compat/gozero && go mod download)

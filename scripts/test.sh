@@ -2,7 +2,7 @@
 # Runs the whole test suite: unit tests, tests against real redis-server
 # masters, the real proxy binary and real client libraries, the fault and
 # load suites, and each fuzz target briefly; first formatting, go vet, a tidy
-# go.mod and staticcheck. It first installs what the tests need where it is
+# go.mod and staticcheck, for the root module and the test-only modules. It first installs what the tests need where it is
 # missing (scripts/deps.sh test: Redis, the Python, PHP and Node clients,
 # Chromium, the Go modules).
 set -euo pipefail
@@ -11,10 +11,20 @@ bash scripts/deps.sh test
 export PATH="$PATH:/usr/local/go/bin"
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then echo "not gofmt-ed: $unformatted"; exit 1; fi
-go vet ./...
-if ! go mod tidy -diff >/dev/null; then echo "go.mod or go.sum is not tidy:"; go mod tidy -diff; exit 1; fi
-go run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
-go test -count=1 -timeout 20m ./...
+# The root module, then the modules of tests whose client libraries bring
+# dependencies the proxy must not have (compat/gozero).
+modules=(. compat/gozero)
+for m in "${modules[@]}"; do
+  (
+    cd "$m"
+    go vet ./...
+    if ! go mod tidy -diff >/dev/null; then echo "$m: go.mod or go.sum is not tidy:"; go mod tidy -diff; exit 1; fi
+    go run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
+  )
+done
+for m in "${modules[@]}"; do
+  (cd "$m" && go test -count=1 -timeout 20m ./...)
+done
 # A count, not a duration: with -fuzztime as a duration, Go's fuzzing
 # coordinator can fail a target with "context deadline exceeded" when the
 # time runs out while a worker is busy on a loaded machine (golang/go#75804).

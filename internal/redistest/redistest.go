@@ -170,7 +170,12 @@ func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	path = dir + "/redlock-proxy"
-	if out, err := exec.Command("go", "build", "-o", path, cmdDir).CombinedOutput(); err != nil {
+	// Built in its own directory, so in its own module, whatever module
+	// the test that asks is in: a test module with other dependencies
+	// (compat/gozero) does not change the binary's.
+	build := exec.Command("go", "build", "-o", path, ".")
+	build.Dir = cmdDir
+	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("go build %s: %v\n%s", cmdDir, err, out)
 	}
