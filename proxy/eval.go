@@ -62,6 +62,14 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
+	case spec != nil && spec.publish != nil && lock > 0:
+		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
+		// channel, which need not be a lock key.
+		if len(keys) != 2 || !s.isLockKey(keys[0]) {
+			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes the lock key and then a channel")
+			return
+		}
+		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
 	case spec != nil && lock > 0 && len(keys) > 1 && !spec.multi:
 		// On the backend it would act on one master's copy of the lock.
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
@@ -119,6 +127,58 @@ func strs(b [][]byte) []string {
 		out[i] = string(x)
 	}
 	return out
+}
+
+// runReleasePublish runs a release that publishes on channel when it
+// removes the key: on the quorum, then one PUBLISH on the backend.
+func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, key, channel string, argv [][]byte) {
+	token, ok := arg(argv, spec.tokenArg)
+	if !ok {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+		return
+	}
+	ctx, cancel := s.opContext()
+	defer cancel()
+	start := time.Now()
+	q := s.rl.Quorum()
+	r, err := s.rl.Release(ctx, key, token)
+	s.m.done(opRelease, r.Released(q), err, time.Since(start))
+	if r.Deleted > 0 {
+		st.releasedLease(key, token)
+	}
+	switch {
+	case err != nil:
+		writeErr(c, err)
+		return
+	case r.Released(q):
+		s.publish(channel, spec.publish(key, token))
+		c.WriteRaw([]byte(spec.ok))
+	case r.Absent >= q:
+		c.WriteRaw([]byte(spec.absent))
+	default:
+		c.WriteRaw([]byte(spec.notOwned))
+	}
+}
+
+// publish sends one PUBLISH to the backend, where the lock's waiters
+// subscribe; a failure is logged (they fall back on their own timeouts).
+func (s *Server) publish(channel, message string) {
+	bc, err := s.be.get()
+	if err == nil {
+		var reply []byte
+		reply, err = bc.do([][]byte{[]byte("PUBLISH"), []byte(channel), []byte(message)}, s.passthroughTimeout())
+		if err != nil || len(reply) == 0 || reply[0] != ':' {
+			bc.close()
+			if err == nil {
+				err = errors.New(string(reply))
+			}
+		} else {
+			bc.home.put(bc)
+		}
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("channel", channel).Msg("publishing a lock's release failed")
+	}
 }
 
 // databaseZero reports whether a script that SELECTs a database first

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,11 @@ type scriptSpec struct {
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
 	multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
+	// publish: a release that also publishes on a channel, given as
+	// KEYS[2] (the lock is KEYS[1]), when it removed the key. The proxy
+	// publishes once on the backend after a release on a quorum, so that
+	// waiters subscribed there (through the proxy or not) wake once.
+	publish func(key, token string) string
 	// dbArg is the 1-based ARGV index of a database number the script
 	// SELECTs first (0: none). Only database 0 is served: another is
 	// refused, as SELECT is.
@@ -119,6 +125,10 @@ var knownScripts = map[string]*scriptSpec{
 	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
 	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	// simple-redis-mutex 3 release: compare-and-delete, then PUBLISH on
+	// KEYS[2] a JSON naming the key and value; no reply (nil).
+	"7965b247008f47847a66205eb399c8bfc1a358cd": {name: "simple-redis-mutex release", kind: opRelease, ok: rNil, notOwned: rNil, absent: rNil,
+		publish: func(key, token string) string { return fmt.Sprintf(`{ "key": "%s", "value": "%s" }`, key, token) }},
 	// node-redlock 3 acquire: SET NX PX; OK or nil.
 	"af941bd341c75f42f71417c790ff831ddf365132": {name: "node-redlock 3 acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
 

@@ -1,7 +1,9 @@
 // Node lock libraries beside node-redlock, unmodified, with redlock-proxy as
 // their only Redis: @sesamecare-oss/redlock (the maintained node-redlock
-// fork, whose scripts SELECT a database first) and redis-semaphore's Mutex
-// (SET NX PX, and its own release and refresh scripts). Each lock is on a
+// fork, whose scripts SELECT a database first), redis-semaphore's Mutex
+// (SET NX PX, and its own release and refresh scripts) and
+// simple-redis-mutex (its waiters subscribe to a channel its release script
+// publishes on). Each lock is on a
 // quorum of the masters while held, refused to a contender, kept alive by
 // the library's extend or refresh past its first TTL, and gone from every
 // master once released.
@@ -16,6 +18,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import IORedis from "ioredis";
 import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
 import { Mutex } from "redis-semaphore";
+import { lock as srmLock, tryLock as srmTryLock } from "simple-redis-mutex";
+import { createClient } from "redis6";
 
 const PROXY = process.env.REDLOCK_PROXY;
 const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
@@ -30,8 +34,13 @@ function addr(s) {
 }
 const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
 const opened = [];
-after(() => {
-  for (const c of opened) c.disconnect();
+after(async () => {
+  for (const c of opened) {
+    try {
+      if (c.destroy) c.destroy();
+      else c.disconnect();
+    } catch {}
+  }
 });
 function client(a) {
   const c = new IORedis({ ...addr(a), ...options });
@@ -95,4 +104,55 @@ test("redis-semaphore 5.8.0 Mutex: acquire, contender refused, refresh, release"
   assert.equal(await holders(`mutex:${key}`, m.identifier), 0, "gone from every master");
   assert.equal(await other.tryAcquire(), true);
   await other.release();
+});
+
+// What key holds on a quorum of the masters (null if none).
+async function quorumValue(key) {
+  const vals = await Promise.all(masters.map((m) => m.get(key)));
+  for (const v of vals) {
+    if (v !== null && vals.filter((x) => x === v).length >= QUORUM) return v;
+  }
+  return null;
+}
+
+test("simple-redis-mutex 3.0.0: lock on a quorum, a waiter woken by the release's publish, once per release", async () => {
+  const r = createClient({ url: `redis://${PROXY}`, RESP: 2 });
+  r.on("error", () => {});
+  opened.push(r);
+  await r.connect();
+  // A subscriber straight on the backend counts the release messages.
+  const watcher = createClient({ url: `redis://${MASTERS[0]}`, RESP: 2 });
+  watcher.on("error", () => {});
+  opened.push(watcher);
+  await watcher.connect();
+  const name = `srm-${randomBytes(6).toString("hex")}`;
+  const key = `@simple-redis-mutex:lock-${name}`;
+  const released = [];
+  await watcher.subscribe("@simple-redis-mutex:locks-releases", (m) => {
+    const msg = JSON.parse(m);
+    if (msg.key === key) released.push(msg.value);
+  });
+
+  const release1 = await srmLock(r, name, { timeout: 10000 });
+  const held = await quorumValue(key);
+  assert.ok(held, "held on a quorum");
+  const [got] = await srmTryLock(r, name, { timeout: 10000 });
+  assert.equal(got, false, "tryLock by another is refused");
+
+  // A waiter that would poll only after a minute: the publish wakes it.
+  const start = Date.now();
+  const waiting = srmLock(r, name, { timeout: 10000, pollingInterval: 60000 });
+  await sleep(300);
+  await release1();
+  const release2 = await waiting;
+  const waited = Date.now() - start;
+  assert.ok(waited < 5000, `the waiter got the lock after ${waited} ms: not woken by the release`);
+  assert.notEqual(await quorumValue(key), held, "the waiter holds it now");
+  await release2();
+  await release1(); // a second release of the same lock does nothing
+  for (let i = 0; i < 50 && released.length < 2; i++) await sleep(20);
+  await sleep(200);
+  assert.equal(released.length, 2, `one message per release, got ${JSON.stringify(released)}`);
+  assert.equal(released[0], held);
+  assert.equal(await quorumValue(key), null, "gone after the last release");
 });
