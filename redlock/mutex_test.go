@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,21 @@ func pttls(t *testing.T, ms []*redistest.Server, key string) []time.Duration {
 	return out
 }
 
+// settledPTTLs is pttls once every master's PTTL satisfies ok, or after
+// 2 s: an operation answers at the quorum's decision, and the last master's
+// command may still be on its way then.
+func settledPTTLs(t *testing.T, ms []*redistest.Server, key string, ok func(time.Duration) bool) []time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		ps := pttls(t, ms, key)
+		if !slices.ContainsFunc(ps, func(p time.Duration) bool { return !ok(p) }) || time.Now().After(deadline) {
+			return ps
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // The life of a lock: obtained on a quorum, refused to a second holder,
 // refreshed on every master, released, and then neither refreshed nor
 // released again.
@@ -69,7 +85,7 @@ func TestObtainRefreshRelease(t *testing.T) {
 	if err := m.Refresh(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range pttls(t, ms, key) {
+	for i, p := range settledPTTLs(t, ms, key, func(p time.Duration) bool { return p >= 9*time.Second }) {
 		if p < 9*time.Second {
 			t.Errorf("master %d: PTTL %v after a refresh to 10 s", i, p)
 		}
@@ -87,7 +103,7 @@ func TestObtainRefreshRelease(t *testing.T) {
 	if v := m.Validity(); v != 0 {
 		t.Errorf("validity %v after release", v)
 	}
-	for i, p := range pttls(t, ms, key) {
+	for i, p := range settledPTTLs(t, ms, key, func(p time.Duration) bool { return p == -2 }) {
 		if p != -2 {
 			t.Errorf("master %d still holds the key after release (PTTL %v)", i, p)
 		}
@@ -318,7 +334,7 @@ func TestObtainFenced(t *testing.T) {
 	if err := a.Refresh(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range pttls(t, ms, key) {
+	for i, p := range settledPTTLs(t, ms, key, func(p time.Duration) bool { return p >= 9*time.Second }) {
 		if p < 9*time.Second {
 			t.Errorf("master %d: PTTL %v after a refresh to 10 s", i, p)
 		}
@@ -356,6 +372,9 @@ func TestObtainTokenAndMetadata(t *testing.T) {
 	if m.Token() != "tok-1" || m.Metadata() != `{"host":"a"}` {
 		t.Errorf("token %q metadata %q", m.Token(), m.Metadata())
 	}
+	// Every master, once the last one's SET (sent with the others, not
+	// waited for) has landed.
+	settledPTTLs(t, ms, key, func(p time.Duration) bool { return p > 0 })
 	for i, s := range ms {
 		mc := s.Client()
 		v, err := mc.Get(ctx, key).Result()
