@@ -152,11 +152,11 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, 
 		return
 	case r.Released(q):
 		s.publish(channel, spec.publish(key, token))
-		c.WriteRaw([]byte(spec.ok))
+		writeSpec(c, spec.ok)
 	case r.Absent >= q:
-		c.WriteRaw([]byte(spec.absent))
+		writeSpec(c, spec.absent)
 	default:
-		c.WriteRaw([]byte(spec.notOwned))
+		writeSpec(c, spec.notOwned)
 	}
 }
 
@@ -283,11 +283,11 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case err != nil:
 			writeErr(c, err)
 		case r.Released(q):
-			c.WriteRaw([]byte(spec.ok))
+			writeSpec(c, spec.ok)
 		case r.Absent >= q:
-			c.WriteRaw([]byte(spec.absent))
+			writeSpec(c, spec.absent)
 		default:
-			c.WriteRaw([]byte(spec.notOwned))
+			writeSpec(c, spec.notOwned)
 		}
 	case opExtend:
 		ttl, ok := ttlArg(c, spec, argv)
@@ -304,13 +304,13 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case err != nil:
 			writeErr(c, err)
 		case extended:
-			c.WriteRaw([]byte(spec.ok))
+			writeSpec(c, spec.ok)
 		case r.NoTTL > 0 && spec.noTTL != "":
-			c.WriteRaw([]byte(spec.noTTL))
+			writeSpec(c, spec.noTTL)
 		case r.Absent >= q:
-			c.WriteRaw([]byte(spec.absent))
+			writeSpec(c, spec.absent)
 		default:
-			c.WriteRaw([]byte(spec.notOwned))
+			writeSpec(c, spec.notOwned)
 		}
 	case opAcquire:
 		ttl, ok := ttlArg(c, spec, argv)
@@ -320,7 +320,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		r, err := s.acquireRaw(key, token, ttl)
 		switch {
 		case err == nil:
-			c.WriteRaw([]byte(spec.ok))
+			writeSpec(c, spec.ok)
 		case !errors.Is(err, redlock.ErrNotAcquired):
 			writeErr(c, err)
 		case spec.reclaim != nil && r.Prev != nil && spec.reclaim(argv, *r.Prev):
@@ -329,7 +329,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 			s.rl.CoverTTL(ttl)
 			s.broadcastMajority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
 		default:
-			c.WriteRaw([]byte(spec.notOwned))
+			writeSpec(c, spec.notOwned)
 		}
 	case opOwnerTTL:
 		k, err := s.rl.Read(ctx, key)
@@ -337,9 +337,9 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case err != nil:
 			writeErr(c, err)
 		case !k.Exists:
-			c.WriteRaw([]byte(spec.absent))
+			writeSpec(c, spec.absent)
 		case k.Value != token:
-			c.WriteRaw([]byte(spec.notOwned))
+			writeSpec(c, spec.notOwned)
 		case k.PTTL < 0 && spec.positive:
 			c.WriteInt(0)
 		default:

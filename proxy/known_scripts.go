@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/redcon"
+
 	"github.com/redlock-proxy/redlock-proxy/redlock"
 )
 
@@ -265,4 +267,14 @@ func sameTokenPrefix(argv [][]byte, held string) bool {
 // again: the key holds the caller's token (ARGV[1]) on a quorum.
 func sameToken(argv [][]byte, held string) bool {
 	return len(argv) > 0 && held == string(argv[0])
+}
+
+// writeSpec writes one of a recognised script's replies; nil as the
+// connection's null (RESP3's own in RESP3, as Redis answers it there).
+func writeSpec(c redcon.Conn, reply string) {
+	if reply == rNil {
+		c.WriteNull()
+		return
+	}
+	c.WriteRaw([]byte(reply))
 }

@@ -80,6 +80,10 @@ func TestRESP3LikeRedis(t *testing.T) {
 		{[]string{"SET", k + ":2", "t", "NX", "PX", "10000", "GET"}, false},
 		{[]string{"EVAL", unlock, "1", k, "t"}, false},
 		{[]string{"GETDEL", k + ":missing"}, false},
+		// A recognised script whose refusal is nil (go-zero's reentrant
+		// acquire, its wire text), on a key another id holds.
+		{[]string{"SET", k + ":gz", "other", "NX", "PX", "10000"}, false},
+		{[]string{"EVAL", goZeroAcquire, "1", k + ":gz", "me", "10000"}, false},
 		{[]string{"HSET", k + ":h", "a", "1"}, false},
 		{[]string{"HGETALL", k + ":h"}, false},
 		{[]string{"ZADD", k + ":z", "1.5", "m"}, false},
@@ -149,6 +153,14 @@ func TestRESP3LikeRedis(t *testing.T) {
 		}
 	}
 }
+
+// goZeroAcquire is the acquire script go-zero's RedisLock sends.
+const goZeroAcquire = `if redis.call("GET", KEYS[1]) == ARGV[1] then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+    return "OK"
+else
+    return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])
+end`
 
 // respArgs encodes one command given as its arguments.
 func respArgs(args ...string) []byte {

@@ -49,8 +49,8 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 	case err != nil:
 		writeErr(c, err)
 	case ok:
-		c.WriteRaw([]byte(spec.ok))
+		writeSpec(c, spec.ok)
 	default:
-		c.WriteRaw([]byte(spec.notOwned))
+		writeSpec(c, spec.notOwned)
 	}
 }
