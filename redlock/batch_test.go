@@ -112,7 +112,10 @@ func TestScriptFlushedOnAMaster(t *testing.T) {
 // command that finds it full fails at once, and the other masters decide.
 func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 	ms := redistest.StartN(t, 3)
-	const nodeTimeout = 3 * time.Second
+	// Long, so that only waiting on the stalled master, not a loaded
+	// machine, takes an acquire that long (3 s was reached by 102 of 1000
+	// acquires once, on two CPUs shared with two other test suites).
+	const nodeTimeout = 10 * time.Second
 	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0), WithNodeTimeout(nodeTimeout),
 		WithMarkDown(0, 0), WithRetry(0, 0))
 	if err != nil {
