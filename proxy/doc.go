@@ -4,4 +4,38 @@
 // as one store, and every other command passes through to one backend. The
 // proxy's own LOCK.* commands add fencing numbers, waiting, reentrancy and
 // connection-bound leases (nativecmds.go).
+//
+// Where each stage of a request lives, in the order a SET NX meets them
+// (docs/architecture.md draws the path):
+//
+//   - Listener and lifecycle: server.go (Listen, Serve, accept, dispatch,
+//     Close), config.go, reload.go (SIGHUP), guards.go.
+//   - The client connection: clientconn.go (framing checks and limits,
+//     writes with deadlines), session.go (the read–run–reply loop), parse.go
+//     (commands of a read), resp.go (reading backend replies; respBuf, the
+//     replies the proxy writes, in RESP2 or RESP3), conn.go (per-client
+//     state), deadline.go (connection deadlines re-armed lazily), peer.go
+//     (whether a client closed its side), auth.go and credentials.go
+//     (client AUTH; masters' and backend's).
+//   - Classification and dispatch: commands.go (the command table, handle:
+//     AUTH gate, MULTI, subscribed clients, plain passthrough, pipelined
+//     lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),
+//     info.go, admin.go (commands refused on a voting backend).
+//   - Lock operations pipelined on one connection: pipeline.go (started when
+//     read, replies in request order, same-key order).
+//   - Lock commands on the quorum: lockcmds.go (SET NX and its forms, GET,
+//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), set.go (parsing SET),
+//     opctx.go (their contexts), errors.go (Go errors to RESP replies),
+//     nullconn.go (for commands whose replies the client must not see).
+//   - Lock scripts: eval.go (EVAL/EVALSHA, SCRIPT), scripts.go (normalising
+//     and recognising, the script cache), known_scripts.go (the libraries'
+//     scripts), custom_scripts.go ([[scripts]]), rwlock.go (Symfony's
+//     read/write locks).
+//   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
+//     (connection-bound leases).
+//   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
+//     and RESP3), mux.go (the shared connection plain commands travel on),
+//     pubsub.go (a subscribed client's connection and its relay).
+//   - Admin surfaces: http.go (metrics, health, status page), metrics.go,
+//     status.go.
 package proxy
