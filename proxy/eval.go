@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -139,6 +140,13 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, 
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
+	s.scriptRelease(ctx, c, st, spec, key, token, func() { s.publish(channel, spec.publish(key, token)) })
+}
+
+// scriptRelease releases key for token on the quorum and writes the
+// script's reply; released, if not nil, runs first when a quorum removed
+// the key.
+func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *scriptSpec, key, token string, released func()) {
 	start := time.Now()
 	q := s.rl.Quorum()
 	r, err := s.rl.Release(ctx, key, token)
@@ -149,9 +157,10 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, 
 	switch {
 	case err != nil:
 		writeErr(c, err)
-		return
 	case r.Released(q):
-		s.publish(channel, spec.publish(key, token))
+		if released != nil {
+			released()
+		}
 		writeSpec(c, spec.ok)
 	case r.Absent >= q:
 		writeSpec(c, spec.absent)
@@ -274,21 +283,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 	case opRWAcquire, opRWExtend, opRWRelease, opRWHeld:
 		s.runRWScript(ctx, c, spec, key, token, argv)
 	case opRelease:
-		r, err := s.rl.Release(ctx, key, token)
-		s.m.done(opRelease, r.Released(q), err, time.Since(start))
-		if r.Deleted > 0 {
-			st.releasedLease(key, token)
-		}
-		switch {
-		case err != nil:
-			writeErr(c, err)
-		case r.Released(q):
-			writeSpec(c, spec.ok)
-		case r.Absent >= q:
-			writeSpec(c, spec.absent)
-		default:
-			writeSpec(c, spec.notOwned)
-		}
+		s.scriptRelease(ctx, c, st, spec, key, token, nil)
 	case opExtend:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
