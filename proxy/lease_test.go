@@ -36,7 +36,7 @@ func holder(t *testing.T, e *env, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := v.([]any)[1].(string)
+	s, _ := fields(t, v)["token"].(string)
 	return s
 }
 

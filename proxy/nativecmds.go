@@ -300,7 +300,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		nativeErr(c, err)
 		return
 	}
-	c.WriteArray(10)
+	writeMap(c, 5) // field-value pairs, as HGETALL: an array of them in RESP2
 	c.WriteBulkString("token")
 	writeOptString(c, info.Token)
 	c.WriteBulkString("fence")
@@ -318,14 +318,14 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if errors.As(m.Err, &re) {
 				msg = re.Error() // the master's own error reply
 			}
-			c.WriteArray(4)
+			writeMap(c, 2)
 			c.WriteBulkString("master")
 			c.WriteInt(i)
 			c.WriteBulkString("error")
 			c.WriteBulkString(msg)
 			continue
 		}
-		c.WriteArray(14)
+		writeMap(c, 7)
 		c.WriteBulkString("master")
 		c.WriteInt(i)
 		c.WriteBulkString("token")

@@ -151,34 +151,33 @@ func TestLockCmdInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := v.([]any)
-	if len(a) != 10 || a[0] != "token" || a[1] != "t1" || a[2] != "fence" || a[3] != int64(1) ||
-		a[4] != "validity" || a[6] != "holds" || a[7] != int64(1) || a[8] != "masters" {
+	a := fields(t, v)
+	if len(a) != 5 || a["token"] != "t1" || a["fence"] != int64(1) || a["holds"] != int64(1) {
 		t.Fatalf("LOCK.INFO: %#v", a)
 	}
-	if p := a[5].(int64); p <= 9000 || p > 10000 {
+	if p := a["validity"].(int64); p <= 9000 || p > 10000 {
 		t.Fatalf("validity %d", p)
 	}
-	ms := a[9].([]any)
+	ms := a["masters"].([]any)
 	for i, m := range ms {
-		f := m.([]any)
-		want := []any{"master", int64(i), "token", "t1", "pttl", f[5], "fence", int64(1), "holds", int64(1), "counter", int64(1), "voting", int64(1)}
+		f := fields(t, m)
+		want := map[string]any{"master": int64(i), "token": "t1", "pttl": f["pttl"], "fence": int64(1), "holds": int64(1), "counter": int64(1), "voting": int64(1)}
 		if fmt.Sprint(f) != fmt.Sprint(want) {
 			t.Fatalf("master %d: %v, want %v", i, f, want)
 		}
 	}
 	e.do("LOCK.RELEASE", key, "t1")
 	v, _ = e.do("LOCK.INFO", key)
-	a = v.([]any)
-	if a[1] != nil || a[5] != int64(-2) {
+	a = fields(t, v)
+	if a["token"] != nil || a["validity"] != int64(-2) {
 		t.Fatalf("LOCK.INFO of a free key: %#v", a)
 	}
 	// Per master, an absent key's pttl is -2 and one without expiry -1,
 	// as PTTL answers (not those codes read as milliseconds).
 	e.seed(key, "t2", 0, 1)
 	v, _ = e.do("LOCK.INFO", key)
-	ms = v.([]any)[9].([]any)
-	if p0, p1 := ms[0].([]any)[5], ms[1].([]any)[5]; p0 != int64(-2) || p1 != int64(-1) {
+	ms = fields(t, v)["masters"].([]any)
+	if p0, p1 := fields(t, ms[0])["pttl"], fields(t, ms[1])["pttl"]; p0 != int64(-2) || p1 != int64(-1) {
 		t.Fatalf("per-master pttl of an absent key %v, of a key without expiry %v; want -2, -1", p0, p1)
 	}
 }
@@ -232,7 +231,7 @@ func TestLockCmdReentrant(t *testing.T) {
 		t.Fatalf("reentry: %v %v, fences %d %d", ok, ok2, f1, f2)
 	}
 	v, _ := e.do("LOCK.INFO", key)
-	mustEqual(t, "holds", v.([]any)[7], any(int64(2)))
+	mustEqual(t, "holds", fields(t, v)["holds"], any(int64(2)))
 	n, _ := e.do("LOCK.RELEASE", key, "t1")
 	mustEqual(t, "first release", n, any(int64(1)))
 	if _, _, _, ok := gr(e.do("LOCK.ACQUIRE", key, 10000, "TOKEN", "t2")); ok {
@@ -407,4 +406,27 @@ func TestLockCmdMasterErrors(t *testing.T) {
 		t.Fatalf("%d masters hold the refused lock", 3-n)
 	}
 	mustEqual(t, "the free master's copy of the refused lock", e.onMasters(e.key("h"))[2], "")
+}
+
+// fields reads a reply of field-value pairs: a flat array of them in RESP2,
+// a map in RESP3.
+func fields(t *testing.T, v any) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	switch x := v.(type) {
+	case []any:
+		if len(x)%2 != 0 {
+			t.Fatalf("not field-value pairs: %#v", v)
+		}
+		for i := 0; i < len(x); i += 2 {
+			out[fmt.Sprint(x[i])] = x[i+1]
+		}
+	case map[any]any:
+		for k, val := range x {
+			out[fmt.Sprint(k)] = val
+		}
+	default:
+		t.Fatalf("not field-value pairs: %#v", v)
+	}
+	return out
 }

@@ -196,3 +196,34 @@ func TestRESP3SubscribedLikeRedis(t *testing.T) {
 		t.Fatalf("the lock released while subscribed is on %v", on)
 	}
 }
+
+// LOCK.INFO answers field-value pairs as Redis answers HGETALL: a flat
+// array in RESP2 (as before RESP3 was served), a map in RESP3, its nulls in
+// the connection's protocol.
+func TestLockInfoInBothProtocols(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("free")
+	for _, c := range []struct{ hello, prefix string }{
+		{"HELLO 2", "*10\r\n$5\r\ntoken\r\n$-1\r\n$5\r\nfence\r\n"},
+		{"HELLO 3", "%5\r\n$5\r\ntoken\r\n_\r\n$5\r\nfence\r\n"},
+	} {
+		nc, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		r := bufio.NewReader(nc)
+		if _, err := nc.Write(respArgs(strings.Fields(c.hello)...)); err != nil {
+			t.Fatal(err)
+		}
+		readRESP(t, r)
+		if _, err := nc.Write(respArgs("LOCK.INFO", key)); err != nil {
+			t.Fatal(err)
+		}
+		got := readRESP(t, r)
+		nc.Close()
+		if !strings.HasPrefix(got, c.prefix) || !strings.Contains(got, "masters\r\n*3\r\n") {
+			t.Errorf("%s: LOCK.INFO %q, want it to begin %q", c.hello, got, c.prefix)
+		}
+	}
+}
