@@ -18,7 +18,7 @@ func TestNodeRedlock(t *testing.T) {
 		node = "/usr/bin/node" // reported missing by need
 	}
 	need(t, node)
-	needNodeModules(t, "node", "redlock4", "redlock5", "ioredis", "ioredis4", "redis6", "@sesamecare-oss/redlock", "redis-semaphore", "simple-redis-mutex")
+	needNodeModules(t, "node", "redlock4", "redlock5", "ioredis", "ioredis4", "redis6", "@sesamecare-oss/redlock", "redis-semaphore", "simple-redis-mutex", "redlock-universal")
 	s := startStack(t)
 	run(t, s, "node", "node", "--test")
 }

@@ -130,6 +130,73 @@ func strs(b [][]byte) []string {
 	return out
 }
 
+// extendIfLeft is an extend that goes ahead only while the lock has at
+// least ARGV[minArg] ms left, answering {outcome, TTL left before}: the
+// lock's state is read on the quorum, then the extend is the usual
+// compare-and-extend on the quorum (the lock may be lost in between, which
+// the extend finds: -1).
+func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
+	least, err := strconv.ParseInt(strings.TrimSpace(string(argAt(argv, spec.minArg))), 10, 64)
+	if err != nil {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.minArg+1) + "]")
+		return
+	}
+	ttl, ok := ttlArg(c, spec, argv)
+	if !ok {
+		return
+	}
+	reply := func(outcome, left int64) {
+		c.WriteArray(2)
+		c.WriteInt64(outcome)
+		c.WriteInt64(left)
+	}
+	k, err := s.rl.Read(ctx, key)
+	switch {
+	case err != nil:
+		writeErr(c, err)
+		return
+	case !k.Exists:
+		reply(-1, -2)
+		return
+	}
+	left := pttlMillis(k.PTTL)
+	switch {
+	case k.Value != token:
+		reply(-1, left)
+		return
+	case left < least:
+		reply(0, left)
+		return
+	}
+	start := time.Now()
+	_, extended, err := s.rl.Extend(ctx, key, token, ttl, redlock.ExtendSet)
+	s.m.done(opExtend, extended, err, time.Since(start))
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case extended:
+		reply(1, left)
+	default:
+		reply(-1, left)
+	}
+}
+
+// pttlMillis is a PTTL in milliseconds, its codes (-1 no expiry, -2
+// absent) kept as PTTL answers them.
+func pttlMillis(d time.Duration) int64 {
+	if d < 0 {
+		return int64(d)
+	}
+	return int64(d / time.Millisecond)
+}
+
+func argAt(argv [][]byte, i int) []byte {
+	if i < 0 || i >= len(argv) {
+		return nil
+	}
+	return argv[i]
+}
+
 // runReleasePublish runs a release that publishes on channel when it
 // removes the key: on the quorum, then one PUBLISH on the backend.
 func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, key, channel string, argv [][]byte) {
@@ -268,7 +335,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 
 func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key string, argv [][]byte) {
 	token, ok := arg(argv, spec.tokenArg)
-	if !ok {
+	if !ok && spec.kind != opInspect {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
 		return
 	}
@@ -326,6 +393,20 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		default:
 			writeSpec(c, spec.notOwned)
 		}
+	case opExtendIfLeft:
+		s.extendIfLeft(ctx, c, spec, key, token, argv)
+	case opInspect:
+		k, err := s.rl.Read(ctx, key)
+		switch {
+		case err != nil:
+			writeErr(c, err)
+		case !k.Exists:
+			c.WriteNull()
+		default:
+			c.WriteArray(2)
+			c.WriteBulkString(k.Value)
+			c.WriteInt64(pttlMillis(k.PTTL))
+		}
 	case opOwnerTTL:
 		k, err := s.rl.Read(ctx, key)
 		switch {
@@ -338,7 +419,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case k.PTTL < 0 && spec.positive:
 			c.WriteInt(0)
 		default:
-			c.WriteInt64(int64(k.PTTL / time.Millisecond))
+			c.WriteInt64(pttlMillis(k.PTTL))
 		}
 	}
 }

@@ -19,6 +19,13 @@ const (
 	opExtend                     // renew the key's TTL where it holds the token
 	opAcquire                    // take the key if absent (SET NX)
 	opOwnerTTL                   // the key's PTTL if it holds the token
+	// Extend if at least minArg ms are left, answering an array: the
+	// outcome (1 extended, 0 too little left, -1 not held) and the TTL left
+	// before (redlock-universal's atomic extend).
+	opExtendIfLeft
+	// The key's value and PTTL as an array, nil when absent
+	// (redlock-universal's inspect).
+	opInspect
 	// Read/write locks in Symfony Lock's sorted-set format (RedisStore ≥ 5.2).
 	opRWAcquire // take the key for the token, exclusively or shared
 	opRWExtend  // renew the token's hold
@@ -49,6 +56,7 @@ type scriptSpec struct {
 	tokenArg int           // ARGV index (0-based) of the token
 	ttlArg   int           // ARGV index of the TTL, -1 if none
 	ttlUnit  time.Duration // unit of the TTL argument
+	minArg   int           // opExtendIfLeft: ARGV index of the least TTL left, in ms
 	mode     redlock.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
@@ -127,6 +135,12 @@ var knownScripts = map[string]*scriptSpec{
 	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
 	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	// redlock-universal 0.8 atomic extend: ARGV[1] token, ARGV[2] the least
+	// TTL left (ms) for the extension to go ahead, ARGV[3] the new TTL (ms);
+	// answers {1, TTL left before}, {0, TTL left} or {-1, TTL left or -2}.
+	"ce66ba022a51fcfb9fc9ccc53e6451072ae9472d": {name: "redlock-universal atomic extend", kind: opExtendIfLeft, minArg: 1, ttlArg: 2, ttlUnit: time.Millisecond},
+	// redlock-universal 0.8 inspect: {value, PTTL}, or nil.
+	"d1bebdba7250f1ac928f967364832c96b10a6f31": {name: "redlock-universal inspect", kind: opInspect, tokenArg: -1},
 	// simple-redis-mutex 3 release: compare-and-delete, then PUBLISH on
 	// KEYS[2] a JSON naming the key and value; no reply (nil).
 	"7965b247008f47847a66205eb399c8bfc1a358cd": {name: "simple-redis-mutex release", kind: opRelease, ok: rNil, notOwned: rNil, absent: rNil,

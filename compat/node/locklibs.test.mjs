@@ -3,7 +3,8 @@
 // fork, whose scripts SELECT a database first), redis-semaphore's Mutex
 // (SET NX PX, and its own release and refresh scripts) and
 // simple-redis-mutex (its waiters subscribe to a channel its release script
-// publishes on). Each lock is on a
+// publishes on) and redlock-universal (whose automatic extension sends an
+// "atomic extend" that answers an array). Each lock is on a
 // quorum of the masters while held, refused to a contender, kept alive by
 // the library's extend or refresh past its first TTL, and gone from every
 // master once released.
@@ -20,6 +21,7 @@ import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
 import { Mutex } from "redis-semaphore";
 import { lock as srmLock, tryLock as srmTryLock } from "simple-redis-mutex";
 import { createClient } from "redis6";
+import { createLock as ruCreateLock, IoredisAdapter } from "redlock-universal";
 
 const PROXY = process.env.REDLOCK_PROXY;
 const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
@@ -155,4 +157,50 @@ test("simple-redis-mutex 3.0.0: lock on a quorum, a waiter woken by the release'
   assert.equal(released.length, 2, `one message per release, got ${JSON.stringify(released)}`);
   assert.equal(released[0], held);
   assert.equal(await quorumValue(key), null, "gone after the last release");
+});
+
+test("redlock-universal 0.8.5: acquire, contender refused, extend, inspect, using() with atomic extension, release", async () => {
+  const key = `ru-${randomBytes(6).toString("hex")}`;
+  const a = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key, ttl: 1000, retryAttempts: 0 });
+  const b = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key, ttl: 1000, retryAttempts: 0 });
+  const handle = await a.acquire();
+  assert.ok((await holders(key, handle.value)) >= QUORUM, "held on a quorum");
+  await assert.rejects(b.acquire(), "a contender is refused");
+  assert.equal(await a.extend(handle, 5000), true);
+  assert.ok((await minPTTL(key)) > 4000, "extended on a quorum");
+  const adapter = new IoredisAdapter(client(PROXY));
+  const seen = await adapter.inspect(key);
+  assert.equal(seen.value, handle.value);
+  assert.ok(seen.ttl > 4000 && seen.ttl <= 5000, `inspect ttl ${seen.ttl}`);
+  // The atomic extend at the wire: refused below the least TTL asked,
+  // done above it, refused to another value, -2 for a missing key.
+  const low = await adapter.atomicExtend(key, handle.value, 60000, 5000);
+  assert.equal(low.resultCode, 0);
+  const ok = await adapter.atomicExtend(key, handle.value, 1000, 8000);
+  assert.equal(ok.resultCode, 1);
+  assert.ok((await minPTTL(key)) > 7000, "the atomic extend reached a quorum");
+  const other = await adapter.atomicExtend(key, "not-the-holder", 1000, 8000);
+  assert.equal(other.resultCode, -1);
+  const gone = await adapter.atomicExtend(`${key}:none`, "v", 1000, 8000);
+  assert.equal(gone.resultCode, -1);
+  assert.equal(gone.actualTTL, -2);
+  assert.equal(await a.release(handle), true);
+  assert.equal(await holders(key, handle.value), 0, "gone from every master");
+  assert.equal(await adapter.inspect(key), null);
+
+  // using(): the routine outlives the 1 s TTL; the automatic (atomic)
+  // extension keeps the lock on a quorum and others out.
+  const key2 = `${key}:using`;
+  const c = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
+  const d = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
+  const result = await c.using(async (signal) => {
+    await sleep(2500);
+    assert.equal(signal.aborted, false, "the extension did not fail");
+    await assert.rejects(d.acquire(), "still refused past the first TTL");
+    const v = await quorumValue(key2);
+    assert.ok(v, "still held on a quorum");
+    return "done";
+  });
+  assert.equal(result, "done");
+  assert.equal(await quorumValue(key2), null, "released after using()");
 });
