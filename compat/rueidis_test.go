@@ -2,11 +2,14 @@ package compat
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 )
 
 // rueidis, unmodified. In its default configuration it turns client-side
@@ -109,5 +112,89 @@ func TestRueidis(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no second message")
+	}
+}
+
+// rueidislock, unmodified, with DisableCache (it then polls instead of
+// waiting on invalidations): a lock is KeyMajority of 2·KeyMajority−1 keys
+// (rueidislock's own majority, on what it takes for one Redis), each
+// acquired with SET NX PXAT and kept alive with PEXPIREAT. Through the
+// proxy each of those keys is a quorum lock of the masters: the lock is
+// held past its key validity, refused to a second locker, and gone from
+// every master once released; SET NX PX (FallbackSETPX) works too.
+func TestRueidisLock(t *testing.T) {
+	s := startStack(t)
+	for _, setpx := range []bool{false, true} {
+		opt := func() rueidislock.LockerOption {
+			return rueidislock.LockerOption{
+				ClientOption:  rueidis.ClientOption{InitAddress: []string{s.addr}, DisableCache: true},
+				KeyValidity:   2 * time.Second,
+				FallbackSETPX: setpx,
+			}
+		}
+		a, err := rueidislock.NewLocker(opt())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rueidislock.NewLocker(opt())
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("compat-setpx-%v", setpx)
+		ctx, cancel, err := a.TryWithContext(context.Background(), name)
+		if err != nil {
+			t.Fatalf("setpx=%v: TryWithContext: %v", setpx, err)
+		}
+		held := func() int { // rueidislock's keys held on a quorum of masters
+			n := 0
+			for i := 0; i < 3; i++ {
+				key := fmt.Sprintf("rueidislock:%d:%s", i, name)
+				for _, m := range s.masters {
+					c := m.Client()
+					v, _ := c.Get(context.Background(), key).Result()
+					c.Close()
+					if v != "" && s.holders(key, v) >= 2 {
+						n++
+						break
+					}
+				}
+			}
+			return n
+		}
+		if n := held(); n < 2 {
+			t.Fatalf("setpx=%v: %d of rueidislock's 3 keys held on a quorum, want at least 2", setpx, n)
+		}
+		if _, _, err := b.TryWithContext(context.Background(), name); !errors.Is(err, rueidislock.ErrNotLocked) {
+			t.Fatalf("setpx=%v: a second locker: %v, want ErrNotLocked", setpx, err)
+		}
+		time.Sleep(3 * time.Second) // past the key validity: its extends keep it
+		if ctx.Err() != nil {
+			t.Fatalf("setpx=%v: the lock was lost: %v", setpx, context.Cause(ctx))
+		}
+		if n := held(); n < 2 {
+			t.Fatalf("setpx=%v: after 3 s, %d keys held on a quorum", setpx, n)
+		}
+		if _, _, err := b.TryWithContext(context.Background(), name); !errors.Is(err, rueidislock.ErrNotLocked) {
+			t.Fatalf("setpx=%v: a second locker after 3 s: %v, want ErrNotLocked", setpx, err)
+		}
+		cancel()
+		deadline := time.Now().Add(3 * time.Second)
+		for held() > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := held(); n != 0 {
+			t.Fatalf("setpx=%v: %d keys still held after release", setpx, n)
+		}
+		for i := 0; i < 3; i++ {
+			key := fmt.Sprintf("rueidislock:%d:%s", i, name)
+			eventuallyHolders(t, s, key, "", 3) // absent everywhere: GET answers ""
+		}
+		_, cancel2, err := b.TryWithContext(context.Background(), name)
+		if err != nil {
+			t.Fatalf("setpx=%v: the second locker after the release: %v", setpx, err)
+		}
+		cancel2()
+		a.Close()
+		b.Close()
 	}
 }

@@ -441,6 +441,16 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}
+	if spec.absolute {
+		// A Unix time in ms (PXAT, PEXPIREAT), read against the proxy's
+		// clock: the TTL is what is left of it now.
+		ttl := time.Until(time.UnixMilli(n))
+		if ttl <= 0 && (spec.kind == opAcquire || spec.kind == opRWAcquire) {
+			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "] has passed")
+			return 0, false
+		}
+		return ttl.Round(time.Millisecond), true
+	}
 	return time.Duration(n) * spec.ttlUnit, true
 }
 

@@ -57,6 +57,7 @@ type scriptSpec struct {
 	ttlArg   int           // ARGV index of the TTL, -1 if none
 	ttlUnit  time.Duration // unit of the TTL argument
 	minArg   int           // opExtendIfLeft: ARGV index of the least TTL left, in ms
+	absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
 	mode     redlock.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
@@ -135,6 +136,13 @@ var knownScripts = map[string]*scriptSpec{
 	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
 	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	// rueidislock (rueidis 1.0): SET NX PX or PXAT (a Unix time in ms), each
+	// followed by a GET for client-side caching (OK or nil);
+	// compare-and-PEXPIREAT (1 or 0); compare-and-delete (1 or 0).
+	"cf9786bcf2df2734ef4283a1bb09d9dbf5eeffd6": {name: "rueidislock acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
+	"9cd973e88e094776eb1ee4b10dd4a0f1d49ae5c1": {name: "rueidislock acquire (PXAT)", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, ok: rOK, notOwned: rNil, absent: rNil},
+	"636482d07912dd888d0e3d870b75d862078fff7f": {name: "rueidislock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"8345b63e9cdf43d4b40c02277dd8095639769f07": {name: "rueidislock release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	// redlock-universal 0.8 atomic extend: ARGV[1] token, ARGV[2] the least
 	// TTL left (ms) for the extension to go ahead, ARGV[3] the new TTL (ms);
 	// answers {1, TTL left before}, {0, TTL left} or {-1, TTL left or -2}.
