@@ -84,10 +84,14 @@ type MetricsConfig struct {
 type ScriptConfig struct {
 	File     string `toml:"file"`
 	Source   string `toml:"-"`
-	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl
+	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl, extend_if_left, inspect
 	TokenArg int    `toml:"token_arg"` // ARGV index of the token, from 1
-	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire)
-	TTLUnit  string `toml:"ttl_unit"`  // "ms" (default) or "s"
+	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire, extend_if_left)
+	TTLUnit  string `toml:"ttl_unit"`  // "ms" (default), "s", or a Unix time: "unix_ms", "unix_s"
+	MinArg   int    `toml:"min_arg"`   // extend_if_left: ARGV index of the least TTL left (ms), from 1
+	DBArg    int    `toml:"db_arg"`    // ARGV index of a database number the script SELECTs (only 0 is served)
+	Reclaim  string `toml:"reclaim"`   // acquire: "same_token" lets the holder's token take the key again
+	Publish  string `toml:"publish"`   // release: a message published on KEYS[2] when a quorum released, {key} and {token} replaced
 	Mode     string `toml:"mode"`      // extend: set (default), setttl, add, claim, persist0
 	Multi    bool   `toml:"multi"`     // takes any number of keys, all or none, answers a count
 	OK       any    `toml:"ok"`        // reply when it took effect on a quorum: an integer, "OK" or "nil"

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock"
@@ -26,7 +27,8 @@ func (c ScriptConfig) spec() (*scriptSpec, error) {
 	if c.Source == "" {
 		return nil, fmt.Errorf("the script text is empty (file not read?)")
 	}
-	sp := &scriptSpec{name: c.File, tokenArg: c.TokenArg - 1, ttlArg: c.TTLArg - 1, multi: c.Multi, ttlUnit: time.Millisecond}
+	sp := &scriptSpec{name: c.File, tokenArg: c.TokenArg - 1, ttlArg: c.TTLArg - 1, minArg: c.MinArg - 1, dbArg: c.DBArg,
+		multi: c.Multi, ttlUnit: time.Millisecond}
 	switch c.Op {
 	case "release":
 		sp.kind = opRelease
@@ -36,21 +38,54 @@ func (c ScriptConfig) spec() (*scriptSpec, error) {
 		sp.kind = opAcquire
 	case "owner_ttl":
 		sp.kind = opOwnerTTL
+	case "extend_if_left":
+		sp.kind = opExtendIfLeft
+	case "inspect":
+		sp.kind = opInspect
 	default:
-		return nil, fmt.Errorf("op %q is not one of release, extend, acquire, owner_ttl", c.Op)
+		return nil, fmt.Errorf("op %q is not one of release, extend, acquire, owner_ttl, extend_if_left, inspect", c.Op)
 	}
-	if c.TokenArg < 1 {
+	if c.TokenArg < 1 && sp.kind != opInspect {
 		return nil, fmt.Errorf("token_arg must be an ARGV index from 1")
 	}
-	if (sp.kind == opExtend || sp.kind == opAcquire) && c.TTLArg < 1 {
+	if (sp.kind == opExtend || sp.kind == opAcquire || sp.kind == opExtendIfLeft) && c.TTLArg < 1 {
 		return nil, fmt.Errorf("ttl_arg must be an ARGV index from 1 for op %q", c.Op)
+	}
+	if sp.kind == opExtendIfLeft && c.MinArg < 1 {
+		return nil, fmt.Errorf("min_arg must be an ARGV index from 1 for op %q", c.Op)
+	}
+	if c.DBArg < 0 {
+		return nil, fmt.Errorf("db_arg must be an ARGV index from 1, or 0 for none")
 	}
 	switch c.TTLUnit {
 	case "", "ms":
 	case "s":
 		sp.ttlUnit = time.Second
+	case "unix_ms":
+		sp.absolute = true
+	case "unix_s":
+		sp.ttlUnit, sp.absolute = time.Second, true
 	default:
-		return nil, fmt.Errorf("ttl_unit %q is not ms or s", c.TTLUnit)
+		return nil, fmt.Errorf("ttl_unit %q is not ms, s, unix_ms or unix_s", c.TTLUnit)
+	}
+	switch c.Reclaim {
+	case "":
+	case "same_token":
+		if sp.kind != opAcquire {
+			return nil, fmt.Errorf("reclaim is for op \"acquire\"")
+		}
+		sp.reclaim = sameToken
+	default:
+		return nil, fmt.Errorf("reclaim %q is not same_token", c.Reclaim)
+	}
+	if c.Publish != "" {
+		if sp.kind != opRelease || sp.multi {
+			return nil, fmt.Errorf("publish is for op \"release\" of one key (the channel is KEYS[2])")
+		}
+		tmpl := c.Publish
+		sp.publish = func(key, token string) string {
+			return strings.NewReplacer("{key}", key, "{token}", token).Replace(tmpl)
+		}
 	}
 	switch m := redlock.ExtendMode(c.Mode); m {
 	case "":

@@ -442,9 +442,13 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 		return 0, false
 	}
 	if spec.absolute {
-		// A Unix time in ms (PXAT, PEXPIREAT), read against the proxy's
-		// clock: the TTL is what is left of it now.
-		ttl := time.Until(time.UnixMilli(n))
+		// A Unix time (PXAT, PEXPIREAT), read against the proxy's clock:
+		// the TTL is what is left of it now.
+		at := time.UnixMilli(n)
+		if spec.ttlUnit == time.Second {
+			at = time.Unix(n, 0)
+		}
+		ttl := time.Until(at)
 		if ttl <= 0 && (spec.kind == opAcquire || spec.kind == opRWAcquire) {
 			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "] has passed")
 			return 0, false

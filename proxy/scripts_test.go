@@ -236,3 +236,70 @@ func TestCustomScriptFromConfig(t *testing.T) {
 		})
 	}
 }
+
+// A lock library declared in configuration only: an acquire by absolute
+// expiry that lets its holder take the key again, an inspect, and a
+// release that publishes for its waiters, each in spellings the proxy does
+// not know, run on the quorum as the built-in scripts of that kind do.
+func TestCustomScriptVocabulary(t *testing.T) {
+	const (
+		acquire = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[1], 'pxat', ARGV[2]) return 'OK' end
+			return redis.call('set', KEYS[1], ARGV[1], 'nx', 'pxat', ARGV[2])`
+		inspect = `local v = redis.call('get', KEYS[1]) if not v then return nil end return {v, redis.call('pttl', KEYS[1])}`
+		release = `local k = KEYS[1] if redis.call('get', k) == ARGV[1] then redis.call('del', k) redis.call('publish', KEYS[2], k) end`
+	)
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Scripts = []proxy.ScriptConfig{
+			{File: "acquire.lua", Source: acquire, Op: "acquire", TokenArg: 1, TTLArg: 2, TTLUnit: "unix_ms", Reclaim: "same_token", OK: "OK", NotOwned: "nil"},
+			{File: "inspect.lua", Source: inspect, Op: "inspect"},
+			{File: "release.lua", Source: release, Op: "release", TokenArg: 1, Publish: "released {key} by {token}", OK: "nil", NotOwned: "nil"},
+		}
+	})
+	ctx := context.Background()
+	key := e.key("k")
+	at := func(d time.Duration) int64 { return time.Now().Add(d).UnixMilli() }
+	if v, err := e.do("EVAL", acquire, 1, key, "tok", at(10*time.Second)); err != nil || v != "OK" {
+		t.Fatalf("acquire: %v %v", v, err)
+	}
+	eventually(t, "on every master", func() bool { return count(e.onMasters(key), "tok") == 3 })
+	if _, err := e.do("EVAL", acquire, 1, key, "other", at(10*time.Second)); err != redis.Nil {
+		t.Fatalf("another token's acquire: %v, want nil", err)
+	}
+	if v, err := e.do("EVAL", acquire, 1, key, "tok", at(30*time.Second)); err != nil || v != "OK" {
+		t.Fatalf("the holder's acquire again: %v %v", v, err)
+	}
+	got, err := e.do("EVAL", inspect, 1, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.([]any); len(a) != 2 || a[0] != "tok" || a[1].(int64) < 25000 {
+		t.Fatalf("inspect after the holder took it for 30 s: %v", a)
+	}
+
+	sub := e.masters[0].Client().Subscribe(ctx, "releases")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.do("EVAL", release, 2, key, "releases", "other"); err != redis.Nil {
+		t.Fatalf("another token's release: %v", err)
+	}
+	if _, err := e.do("EVAL", release, 2, key, "releases", "tok"); err != redis.Nil {
+		t.Fatalf("release: %v", err)
+	}
+	eventually(t, "gone from every master", func() bool { return count(e.onMasters(key), "") == 3 })
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || msg.Payload != "released "+key+" by tok" {
+		t.Fatalf("the release's message: %v %v", msg, err)
+	}
+	if _, err := e.do("EVAL", inspect, 1, key); err != redis.Nil {
+		t.Fatalf("inspect of a released key: %v, want nil", err)
+	}
+	// Nothing more was published: not for the other token's release.
+	next := sub.Channel()
+	select {
+	case m := <-next:
+		t.Fatalf("a second message: %v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
