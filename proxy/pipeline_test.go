@@ -296,3 +296,60 @@ func TestPipelinedThenBadInput(t *testing.T) {
 		t.Fatalf("got %q, want the five replies, then the protocol error", all)
 	}
 }
+
+// Pipelining × a late master × rollback. One master answers late (its
+// commands cross a relay that holds each chunk; under that load it times
+// out now and then and is marked down for a moment, as a slow master is).
+// A connection's pipelined operations on one key still answer in order and
+// as on one Redis, grants stand on a quorum, and what a refused SET NX took
+// on the late master is taken back there: rollbacks are retried until they
+// land, after the SET they undo (per-master FIFO).
+func TestPipelinedWithALateMaster(t *testing.T) {
+	var late *redistest.Relay
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		late = redistest.NewRelay(t, c.Redlock.Masters[2])
+		c.Redlock.Masters[2] = late.Addr()
+	})
+	mustEqual(t, "warm", must(e.do("SET", e.key("warm"), "w", "NX", "PX", 1000)), any("OK"))
+	late.Delay.Store(int64(60 * time.Millisecond)) // each way, each chunk; node timeout 200 ms
+	k := e.key("k")
+	e.seed(k, "other", 10*time.Second, 0, 1) // held elsewhere on a quorum
+	r := pipeline(t, e.c,
+		[]any{"SET", k, "t1", "NX", "PX", 10000},
+		[]any{"SET", k, "t2", "NX", "PX", 10000},
+	)
+	for i, c := range r {
+		if _, err := c.Result(); err != redis.Nil {
+			t.Fatalf("SET NX %d of a key held elsewhere: %v, want nil", i, err)
+		}
+	}
+	settled := func(what string, ok func(on []string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(8 * time.Second)
+		for !ok(e.onMasters(k)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: masters hold %v", what, e.onMasters(k))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	settled("what the refused SETs took is taken back", func(on []string) bool {
+		return count(on, "t1") == 0 && count(on, "t2") == 0
+	})
+	must(e.masters[0].Client().Del(context.Background(), k).Result())
+	must(e.masters[1].Client().Del(context.Background(), k).Result())
+	r = pipeline(t, e.c,
+		[]any{"SET", k, "a", "NX", "PX", 10000},
+		[]any{"EVAL", unlockSpellings[0], 1, k, "a"},
+		[]any{"SET", k, "b", "NX", "PX", 10000},
+		[]any{"GET", k},
+	)
+	want := []string{"OK", "1", "OK", "b"}
+	for i, c := range r {
+		if v, err := c.Result(); err != nil || fmt.Sprint(v) != want[i] {
+			t.Fatalf("reply %d (%v): %v %v, want %s", i, c.Args(), v, err, want[i])
+		}
+	}
+	late.Delay.Store(0)
+	settled("b held on a quorum", func(on []string) bool { return count(on, "b") >= 2 })
+}
