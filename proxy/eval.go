@@ -136,7 +136,8 @@ func strs(b [][]byte) []string {
 // compare-and-extend on the quorum (the lock may be lost in between, which
 // the extend finds: -1).
 func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
-	least, err := strconv.ParseInt(strings.TrimSpace(string(argAt(argv, spec.minArg))), 10, 64)
+	v, _ := arg(argv, spec.minArg)
+	least, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.minArg+1) + "]")
 		return
@@ -159,7 +160,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 		reply(-1, -2)
 		return
 	}
-	left := pttlMillis(k.PTTL)
+	left := ms(k.PTTL)
 	switch {
 	case k.Value != token:
 		reply(-1, left)
@@ -179,22 +180,6 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 	default:
 		reply(-1, left)
 	}
-}
-
-// pttlMillis is a PTTL in milliseconds, its codes (-1 no expiry, -2
-// absent) kept as PTTL answers them.
-func pttlMillis(d time.Duration) int64 {
-	if d < 0 {
-		return int64(d)
-	}
-	return int64(d / time.Millisecond)
-}
-
-func argAt(argv [][]byte, i int) []byte {
-	if i < 0 || i >= len(argv) {
-		return nil
-	}
-	return argv[i]
 }
 
 // runReleasePublish runs a release that publishes on channel when it
@@ -405,7 +390,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		default:
 			c.WriteArray(2)
 			c.WriteBulkString(k.Value)
-			c.WriteInt64(pttlMillis(k.PTTL))
+			c.WriteInt64(ms(k.PTTL))
 		}
 	case opOwnerTTL:
 		k, err := s.rl.Read(ctx, key)
@@ -419,7 +404,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case k.PTTL < 0 && spec.positive:
 			c.WriteInt(0)
 		default:
-			c.WriteInt64(pttlMillis(k.PTTL))
+			c.WriteInt64(ms(k.PTTL))
 		}
 	}
 }
