@@ -4,7 +4,6 @@ package compat
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,13 +24,8 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{masters: redistest.StartN(t, 3)}
-	p := redistest.StartProxy(t, binary, func(listen string) string {
-		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
-			listen, redistest.Quote(redistest.Addrs(s.masters)))
-	}, redistest.WithProxyLog())
-	s.addr = p.Addr
-	return s
+	masters, p := redistest.StartClientStack(t, binary)
+	return &stack{masters: masters, addr: p.Addr}
 }
 
 // env is what an external test program needs: the proxy's address and the

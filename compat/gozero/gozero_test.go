@@ -5,7 +5,6 @@ package gozero
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -26,13 +25,8 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{masters: redistest.StartN(t, 3)}
-	p := redistest.StartProxy(t, binary, func(listen string) string {
-		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
-			listen, redistest.Quote(redistest.Addrs(s.masters)))
-	}, redistest.WithProxyLog())
-	s.addr = p.Addr
-	return s
+	masters, p := redistest.StartClientStack(t, binary)
+	return &stack{masters: masters, addr: p.Addr}
 }
 
 // values are what key holds on each master ("" where it is absent), and

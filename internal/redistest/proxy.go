@@ -66,6 +66,20 @@ func StartProxy(t testing.TB, bin string, config func(listen string) string, opt
 	return p
 }
 
+// StartClientStack starts three masters and the proxy binary bin in front
+// of them, as the client-library suites use it: no restart guard (the
+// masters are new), a 200 ms node timeout, warnings and errors in the
+// test's log.
+func StartClientStack(t testing.TB, bin string) ([]*Server, *Proxy) {
+	t.Helper()
+	masters := StartN(t, 3)
+	p := StartProxy(t, bin, func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
+			listen, Quote(Addrs(masters)))
+	}, WithProxyLog())
+	return masters, p
+}
+
 // Start runs the proxy (again, after Kill) and waits until it answers PING.
 func (p *Proxy) Start() {
 	p.t.Helper()
