@@ -185,9 +185,8 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 // runReleasePublish runs a release that publishes on channel when it
 // removes the key: on the quorum, then one PUBLISH on the backend.
 func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, key, channel string, argv [][]byte) {
-	token, ok := arg(argv, spec.tokenArg)
+	token, ok := scriptToken(c, spec, argv)
 	if !ok {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
 		return
 	}
 	ctx, cancel := s.opContext()
@@ -242,6 +241,18 @@ func (s *Server) publish(channel, message string) {
 	}
 }
 
+// scriptToken reads a recognised script's token (none for an inspect) and
+// checks the database it selects, answering the error when either is
+// wrong: what every script operation checks before it runs.
+func scriptToken(c redcon.Conn, spec *scriptSpec, argv [][]byte) (string, bool) {
+	token, ok := arg(argv, spec.tokenArg)
+	if !ok && spec.kind != opInspect {
+		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+		return "", false
+	}
+	return token, databaseZero(c, spec, argv)
+}
+
 // databaseZero reports whether a script that SELECTs a database first
 // (spec.dbArg) selects database 0, the only one served, and refuses it
 // otherwise, as SELECT is refused. A value that is not a number makes the
@@ -265,12 +276,8 @@ func databaseZero(c redcon.Conn, spec *scriptSpec, argv [][]byte) bool {
 // runMultiKeyScript runs a script over several keys, all or none, and
 // answers the number of keys it acted on.
 func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, keys []string, argv [][]byte) {
-	token, ok := arg(argv, spec.tokenArg)
+	token, ok := scriptToken(c, spec, argv)
 	if !ok {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
-		return
-	}
-	if !databaseZero(c, spec, argv) {
 		return
 	}
 	ctx, cancel := s.opContext()
@@ -319,12 +326,8 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 }
 
 func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key string, argv [][]byte) {
-	token, ok := arg(argv, spec.tokenArg)
-	if !ok && spec.kind != opInspect {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
-		return
-	}
-	if !databaseZero(c, spec, argv) {
+	token, ok := scriptToken(c, spec, argv)
+	if !ok {
 		return
 	}
 	ctx, cancel := s.opContext()

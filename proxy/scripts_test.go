@@ -303,3 +303,26 @@ func TestCustomScriptVocabulary(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// A release that publishes is checked like every script operation: one
+// that SELECTs a database other than 0 is refused, and nothing is released
+// or published.
+func TestReleasePublishOtherDatabaseRefused(t *testing.T) {
+	const release = `redis.pcall('select', ARGV[2]) if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) redis.call('publish', KEYS[2], 'x') end`
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Scripts = []proxy.ScriptConfig{{File: "release.lua", Source: release, Op: "release", TokenArg: 1, DBArg: 2, Publish: "x", OK: "nil", NotOwned: "nil"}}
+	})
+	key := e.key("k")
+	must(e.do("SET", key, "tok", "NX", "PX", 10000))
+	_, err := e.do("EVAL", release, 2, key, "ch", "tok", "1")
+	if err == nil || err.Error() != "ERR redlock-proxy serves database 0 only" {
+		t.Fatalf("release selecting database 1: %v", err)
+	}
+	if on := e.onMasters(key); count(on, "tok") < 2 {
+		t.Fatalf("the refused release took the lock: %v", on)
+	}
+	if _, err := e.do("EVAL", release, 2, key, "ch", "tok", "0"); err != redis.Nil {
+		t.Fatalf("release selecting database 0: %v", err)
+	}
+	eventually(t, "released", func() bool { return count(e.onMasters(key), "") == 3 })
+}
