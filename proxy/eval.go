@@ -191,7 +191,12 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, 
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	s.scriptRelease(ctx, c, st, spec, key, token, func() { s.publish(channel, spec.publish(key, token)) })
+	s.scriptRelease(ctx, c, st, spec, key, token, func() {
+		// One PUBLISH on the backend, where the lock's waiters subscribe;
+		// its reply is not the client's. (A failure is logged; the waiters
+		// fall back on their own timeouts.)
+		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.publish(key, token))}, false)
+	})
 }
 
 // scriptRelease releases key for token on the quorum and writes the
@@ -217,27 +222,6 @@ func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, s
 		writeSpec(c, spec.absent)
 	default:
 		writeSpec(c, spec.notOwned)
-	}
-}
-
-// publish sends one PUBLISH to the backend, where the lock's waiters
-// subscribe; a failure is logged (they fall back on their own timeouts).
-func (s *Server) publish(channel, message string) {
-	bc, err := s.be.get()
-	if err == nil {
-		var reply []byte
-		reply, err = bc.do([][]byte{[]byte("PUBLISH"), []byte(channel), []byte(message)}, s.passthroughTimeout())
-		if err != nil || len(reply) == 0 || reply[0] != ':' {
-			bc.close()
-			if err == nil {
-				err = errors.New(string(reply))
-			}
-		} else {
-			bc.home.put(bc)
-		}
-	}
-	if err != nil {
-		s.log.Warn().Err(err).Str("channel", channel).Msg("publishing a lock's release failed")
 	}
 }
 
