@@ -10,22 +10,16 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
-// rueidis, unmodified. In its default configuration it turns client-side
-// caching on (CLIENT TRACKING) when it connects, which the proxy refuses
-// with an error that names the option turning it off; with only
-// DisableCache set it works: RESP3, SET NX PX on a quorum, a contender
+// rueidis, unmodified, with DisableCache (its default configuration is
+// TestRueidisDefault's): RESP3, SET NX PX on a quorum, a contender
 // refused, the unlock script, reply types, and pub/sub on its multiplexed
 // connection while lock commands go on beside it.
 func TestRueidis(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
-
-	_, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}})
-	if err == nil || !strings.Contains(err.Error(), "DisableCache") {
-		t.Fatalf("rueidis with client-side caching: %v; want the proxy's error naming DisableCache", err)
-	}
 
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}, DisableCache: true})
 	if err != nil {
@@ -196,5 +190,128 @@ func TestRueidisLock(t *testing.T) {
 		cancel2()
 		a.Close()
 		b.Close()
+	}
+}
+
+// rueidis and rueidislock in their default configuration, client-side
+// caching on (CLIENT TRACKING ON OPTIN, or OPTOUT for rueidislock), with
+// locks under lock:* and rueidislock:*: a cached read of a plain key is
+// served from the client's cache until another client writes the key,
+// whose invalidation reaches it through the proxy; lock commands work
+// beside it; a cached read of a lock key is refused (the client-side
+// cache reads in MULTI), while a plain read of one answers from the quorum.
+// rueidislock's waiter, which waits for an invalidation of the key, is
+// woken and takes the lock once the holder releases it.
+func TestRueidisDefault(t *testing.T) {
+	masters := redistest.StartN(t, 3)
+	p := redistest.StartProxy(t, binary, func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\nlock_keys = [\"lock:*\", \"rueidislock:*\"]\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
+			listen, redistest.Quote(redistest.Addrs(masters)))
+	}, redistest.WithProxyLog())
+	s := &stack{masters: masters, addr: p.Addr}
+	ctx := context.Background()
+
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}})
+	if err != nil {
+		t.Fatalf("rueidis in its default configuration: %v", err)
+	}
+	defer c.Close()
+	other := p.Client()
+	defer other.Close()
+
+	plain := "compat:rueidis:cached"
+	if err := other.Set(ctx, plain, "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cached := func() rueidis.RedisResult { return c.DoCache(ctx, c.B().Get().Key(plain).Cache(), time.Minute) }
+	if v, err := cached().ToString(); err != nil || v != "v1" {
+		t.Fatalf("DoCache GET: %q %v", v, err)
+	}
+	if r := cached(); !r.IsCacheHit() {
+		t.Fatalf("the second DoCache GET was not served from the client's cache: %v", r.Error())
+	}
+	if err := other.Set(ctx, plain, "v2", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := cached().ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == "v2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache still answers %q after another client wrote the key", v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	lock := "lock:rueidis"
+	if err := c.Do(ctx, c.B().Set().Key(lock).Value("t1").Nx().Px(10*time.Second).Build()).Error(); err != nil {
+		t.Fatalf("SET NX: %v", err)
+	}
+	if n := s.holders(lock, "t1"); n < 2 {
+		t.Fatalf("the lock is on %d masters", n)
+	}
+	if err := c.Do(ctx, c.B().Set().Key(lock).Value("t2").Nx().Px(10*time.Second).Build()).Error(); !rueidis.IsRedisNil(err) {
+		t.Fatalf("a second SET NX: %v, want nil", err)
+	}
+	if v, err := c.Do(ctx, c.B().Get().Key(lock).Build()).ToString(); err != nil || v != "t1" {
+		t.Fatalf("GET of the lock: %q %v", v, err)
+	}
+	if err := c.DoCache(ctx, c.B().Get().Key(lock).Cache(), time.Minute).Error(); err == nil || !strings.Contains(err.Error(), "lock keys cannot be cached") {
+		t.Fatalf("DoCache GET of a lock key: %v, want the proxy's refusal", err)
+	}
+
+	opt := rueidislock.LockerOption{ClientOption: rueidis.ClientOption{InitAddress: []string{s.addr}}, KeyValidity: 2 * time.Second}
+	a, err := rueidislock.NewLocker(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := rueidislock.NewLocker(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, cancel, err := a.WithContext(ctx, "default")
+	if err != nil {
+		t.Fatalf("rueidislock: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		key := fmt.Sprintf("rueidislock:%d:default", i)
+		for _, m := range masters {
+			mc := m.Client()
+			v, _ := mc.Get(ctx, key).Result()
+			mc.Close()
+			if v != "" && s.holders(key, v) < 2 {
+				t.Fatalf("%s is on fewer than a quorum of masters", key)
+			}
+		}
+	}
+	if _, _, err := b.TryWithContext(ctx, "default"); !errors.Is(err, rueidislock.ErrNotLocked) {
+		t.Fatalf("a second locker: %v, want ErrNotLocked", err)
+	}
+	woken := make(chan error, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer wcancel()
+		_, c2, err := b.WithContext(wctx, "default")
+		if c2 != nil {
+			c2()
+		}
+		woken <- err
+	}()
+	time.Sleep(3 * time.Second) // past the key validity: the holder's extends keep it
+	select {
+	case err := <-woken:
+		t.Fatalf("the waiter got the lock while it was held: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-woken; err != nil {
+		t.Fatalf("the waiter after the release: %v", err)
 	}
 }

@@ -217,7 +217,9 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case sub == "info" && len(args) == 2:
 		writeVerbatim(c, s.clientLine(c, st)+"\n")
 	case sub == "tracking":
-		c.WriteError("ERR redlock-proxy: CLIENT TRACKING (client-side caching) is not supported through the proxy; turn client-side caching off in the client (rueidis: ClientOption.DisableCache = true)")
+		s.clientTracking(c, st, args)
+	case sub == "caching" || sub == "trackinginfo" || sub == "getredir":
+		s.clientOwnConn(c, st, args)
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info":

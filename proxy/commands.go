@@ -89,14 +89,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
-			if name == "subscribe" || name == "psubscribe" || name == "ssubscribe" {
+			if msg := s.multiRefusal(name, cmd.Args); msg != "" {
 				st.dirty = true
-				c.WriteError("ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI through the proxy; the transaction will be aborted")
-				return
-			}
-			if s.touchesLockKey(name, cmd.Args) {
-				st.dirty = true
-				c.WriteError("ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted")
+				c.WriteError(msg)
 				return
 			}
 			// Queued on the client's backend connection.
@@ -115,7 +110,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	ss, _ := c.(*session)
-	if keys, ok := s.groupable(st, cmd.Args); ok && ss != nil && (len(c.PeekPipeline()) > 0 || ss.busy()) {
+	tracking := st.sub != nil && st.sub.tracking
+	if keys, ok := s.groupable(st, cmd.Args); ok && ss != nil && !tracking && (len(c.PeekPipeline()) > 0 || ss.busy()) {
 		// More follows, or is in flight: run it concurrently. (Alone,
 		// it runs here, at less cost.)
 		s.startOp(ss, st, cmd.Args, keys)
@@ -132,6 +128,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	e.h(s, c, st, cmd.Args)
+	if tracking && st.sub != nil && st.sub.tracking {
+		s.invalidateLockKeys(c, e.name, cmd.Args)
+	}
 }
 
 // plainPassthrough reports whether a command (e, its entry in the command
@@ -251,29 +250,49 @@ var lockCommands = map[string]struct{}{
 	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
 }
 
+// multiRefusal is the error for a command that cannot be queued in MULTI
+// ("" for one that can): lock commands, and those that would change what
+// the client's backend connection is for.
+func (s *Server) multiRefusal(name string, args [][]byte) string {
+	switch {
+	case name == "subscribe" || name == "psubscribe" || name == "ssubscribe":
+		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI through the proxy; the transaction will be aborted"
+	case name == "client" && len(args) > 1 && strings.EqualFold(string(args[1]), "tracking"):
+		return "ERR redlock-proxy: CLIENT TRACKING cannot be queued in MULTI through the proxy; the transaction will be aborted"
+	case s.touchesLockKey(name, args):
+		return "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
+	}
+	return ""
+}
+
 // touchesLockKey reports whether a command would run on the quorum.
 func (s *Server) touchesLockKey(name string, args [][]byte) bool {
-	if _, lock := lockCommands[name]; !lock || len(args) < 2 {
-		return false
-	}
-	keys := args[1:2]
-	switch name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
-		keys = nil
-		if len(args) > 2 {
-			if n, err := parseInt(args[2]); err == nil && n > 0 && int(n) <= len(args)-3 {
-				keys = args[3 : 3+n]
-			}
-		}
-	case "del", "unlink", "exists":
-		keys = args[1:]
-	}
-	for _, k := range keys {
+	for _, k := range lockKeysOf(name, args) {
 		if s.isLockKey(k) {
 			return true
 		}
 	}
 	return false
+}
+
+// lockKeysOf is the keys of a command that may touch a lock key (nil for
+// other commands), lock keys or not.
+func lockKeysOf(name string, args [][]byte) [][]byte {
+	if _, lock := lockCommands[name]; !lock || len(args) < 2 {
+		return nil
+	}
+	switch name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		if len(args) > 2 {
+			if n, err := parseInt(args[2]); err == nil && n > 0 && int(n) <= len(args)-3 {
+				return args[3 : 3+n]
+			}
+		}
+		return nil
+	case "del", "unlink", "exists":
+		return args[1:]
+	}
+	return args[1:2]
 }
 
 // queueable lists what the proxy itself handles while a client is in MULTI;
@@ -331,6 +350,15 @@ func wrongArgs(c redcon.Conn, name string) {
 // forward passes a command through to the backend: on the client's pinned
 // connection if it has one, else on a pooled connection.
 func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
+	if sub := st.sub; sub != nil && sub.resp3 && !pin {
+		// A RESP3 client with a connection of its own (pubsub.go,
+		// tracking.go): the command runs there, its reply relayed.
+		if ss, ok := c.(*session); ok {
+			s.m.passthrough.Inc()
+			s.sendSub(ss, st, args)
+			return
+		}
+	}
 	s.m.passthrough.Inc()
 	bc, pooled, err := s.backendFor(st, pin)
 	if err != nil {

@@ -17,7 +17,7 @@ func Guards() []string {
 }
 
 // proxyGuards are the proxy's own guards.
-var proxyGuards = []string{guardLeaseLapse, guardAdmin}
+var proxyGuards = []string{guardLeaseLapse, guardAdmin, guardLockCache}
 
 // guardsOff is the redlock option that switches off the client's guards
 // named in names.

@@ -25,8 +25,8 @@ type metrics struct {
 	// pipelinedOps counts lock operations that ran together with others
 	// of the same connection (pipeline.go).
 	pipelinedOps prometheus.Counter
-	// subscribers is the clients subscribed now (pubsub.go), each with a
-	// backend connection of its own.
+	// subscribers is the clients subscribed or tracking now (pubsub.go,
+	// tracking.go), each with a backend connection of its own.
 	subscribers prometheus.Gauge
 
 	// The series each operation counts on, looked up once: by label
@@ -95,7 +95,7 @@ func newMetrics(s *Server) *metrics {
 		pipelinedOps: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_pipelined_lock_operations_total",
 			Help: "Lock operations that ran together with others pipelined on the same connection."}),
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_proxy_subscribers",
-			Help: "Clients subscribed (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE) now, each with a backend connection of its own."}),
+			Help: "Clients subscribed (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE) or tracking (CLIENT TRACKING) now, each with a backend connection of its own."}),
 	}
 	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.passthrough, m.connections, m.pipelinedOps, m.subscribers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_clients", Help: "Client connections open."},

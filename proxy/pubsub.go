@@ -53,6 +53,13 @@ type subscription struct {
 	channels map[string]struct{}
 	patterns map[string]struct{}
 	shards   map[string]struct{}
+	// tracking: client-side caching is on (CLIENT TRACKING, tracking.go);
+	// the connection stays while it is, subscribed or not.
+	tracking bool
+	// stand-ins: the proxy's own replies to commands it refused in MULTI,
+	// each taking the place of the backend's error to a stand-in command
+	// (tracking.go). Under session.outMu.
+	standIns []standIn
 	// unsynced: commands were sent whose replies the relay may not have
 	// passed on yet (session goroutine only).
 	unsynced bool
@@ -123,6 +130,13 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
 		return
 	}
+	s.openSub(ss, st, bc)
+	s.subscribed(ss, st, lookup(args[0]), name, args)
+}
+
+// openSub makes bc the client's own connection, relayed (subscriptions,
+// client-side caching).
+func (s *Server) openSub(ss *session, st *client, bc *backendConn) {
 	sub := &subscription{bc: bc, resp3: st.proto == 3, channels: map[string]struct{}{}, patterns: map[string]struct{}{},
 		shards: map[string]struct{}{}, synced: make(chan struct{}, 1), done: make(chan struct{})}
 	// What the client was answered before goes out first; from now on the
@@ -134,7 +148,6 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	st.sub = sub
 	s.m.subscribers.Inc()
 	go s.relay(ss, sub)
-	s.subscribed(ss, st, lookup(args[0]), name, args)
 }
 
 // subscribed serves a command of a subscribed client (e: its entry in the
@@ -148,13 +161,32 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 		s.endSubscription(ss, st)
 		return false
 	case "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe":
+		if sub.resp3 && st.multi && !strings.Contains(name, "unsub") {
+			s.refuseInMulti(ss, st, s.multiRefusal(name, args))
+			return true
+		}
 		if sub.resp3 {
 			ss.waitIdle() // its reply comes after those of lock operations in flight
 		}
 		sub.track(name, args)
-		if s.sendSub(ss, st, args) && sub.count() == 0 {
+		if s.sendSub(ss, st, args) && sub.count() == 0 && !sub.tracking {
 			s.endSubscription(ss, st) // the last UNSUBSCRIBE
 		}
+		return true
+	}
+	if sub.resp3 && s.ownConnCommand(st, name, args) {
+		ss.waitIdle()
+		s.m.passthrough.Inc()
+		s.sendSub(ss, st, args)
+		return true
+	}
+	if sub.resp3 && st.multi {
+		// Refused in MULTI: a lock command, or one that cannot be queued.
+		msg := s.multiRefusal(name, args)
+		if sub.tracking && s.touchesLockKey(name, args) {
+			msg += " (a client-side cache reads in MULTI, and lock keys cannot be cached: read them uncached, rueidis: Do, not DoCache)"
+		}
+		s.refuseInMulti(ss, st, msg)
 		return true
 	}
 	if !sub.resp3 || s.plainPassthrough(e, args) {
@@ -267,7 +299,12 @@ func (s *Server) relay(ss *session, sub *subscription) {
 			sub.synced <- struct{}{}
 			continue
 		}
-		_, werr := ss.cc.Write(buf)
+		out := buf
+		if len(sub.standIns) > 0 && len(buf) > 0 && buf[0] == '-' && bytes.Contains(buf, sub.standIns[0].token) {
+			out = sub.standIns[0].reply
+			sub.standIns = sub.standIns[1:]
+		}
+		_, werr := ss.cc.Write(out)
 		ss.outMu.Unlock()
 		if werr != nil {
 			_ = ss.cc.Close()
