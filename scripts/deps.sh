@@ -7,7 +7,8 @@
 #                               # fetches the Go modules it needs
 #   bash scripts/deps.sh test   # testing it (scripts/test.sh; the default):
 #                               # the above, the Python and PHP Redis
-#                               # clients the compatibility tests drive,
+#                               # clients the compatibility tests drive
+#                               # (and redis-py 6 into .deps/redis-py),
 #                               # headless Chromium for the status page's
 #                               # test, Node with the npm packages of
 #                               # compat/node, and every Go module
@@ -54,3 +55,32 @@ fi
 
 go mod download
 (cd compat/gozero && go mod download)
+
+# redis-py ≥ 5 for its RESP3 (protocol=3) and client-side caching tests:
+# Debian 12's python3-redis is 4.3.4, so the next release's package (pure
+# Python) is fetched from the same Debian mirror, by a private apt state
+# that leaves the system's sources and lists alone, and unpacked into
+# .deps/redis-py, which compat/python_test.go puts on PYTHONPATH.
+redispy=.deps/redis-py
+if [ ! -d "$redispy/redis" ]; then
+  apt_dir=$(mktemp -d)
+  mkdir -p "$apt_dir/parts" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/deb"
+  # The system's own Debian source, for the next release's suite.
+  src=$(grep -l '^Suites:.*bookworm' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 || true)
+  if [ -n "$src" ]; then
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } !/security/' "$src" | sed 's/^Suites:.*/Suites: trixie/' >"$apt_dir/parts/next.sources"
+  else
+    uri=$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list)
+    echo "deb $uri trixie main" >"$apt_dir/parts/next.list"
+  fi
+  touch "$apt_dir/none.list"
+  apt_opts=(-qq -o Dir::Etc::SourceList="$apt_dir/none.list" -o Dir::Etc::SourceParts="$apt_dir/parts"
+    -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache" -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" update
+  (cd "$apt_dir/deb" && apt-get "${apt_opts[@]}" download python3-redis)
+  mkdir -p "$apt_dir/x" .deps
+  dpkg-deb -x "$apt_dir"/deb/python3-redis_*.deb "$apt_dir/x"
+  rm -rf "$redispy"
+  mv "$apt_dir/x/usr/lib/python3/dist-packages" "$redispy"
+  rm -rf "$apt_dir"
+fi
