@@ -328,7 +328,7 @@ func checkAddr(key, addr string) error {
 // agree on, or their locks do not exclude each other: the masters, the
 // quorum, the lock keys, the restart guard, the drift factor, the handling
 // of unknown scripts and the guards switched off. Each proxy publishes it
-// on the masters (redlock.WithSettings).
+// on the masters (engine.WithSettings).
 func (c *Config) settingsSummary() string {
 	masters, keys, off := slices.Clone(c.Redlock.Masters), slices.Clone(c.Proxy.LockKeys), slices.Clone(c.GuardsOff)
 	slices.Sort(masters)

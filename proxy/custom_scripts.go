@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // customScripts turns the [[scripts]] entries of the config into operations,
@@ -87,10 +87,10 @@ func (c ScriptConfig) spec() (*scriptSpec, error) {
 			return strings.NewReplacer("{key}", key, "{token}", token).Replace(tmpl)
 		}
 	}
-	switch m := redlock.ExtendMode(c.Mode); m {
+	switch m := engine.ExtendMode(c.Mode); m {
 	case "":
-		sp.mode = redlock.ExtendSet
-	case redlock.ExtendSet, redlock.ExtendSetIfTTL, redlock.ExtendAdd, redlock.ExtendClaim, redlock.ExtendPersist0:
+		sp.mode = engine.ExtendSet
+	case engine.ExtendSet, engine.ExtendSetIfTTL, engine.ExtendAdd, engine.ExtendClaim, engine.ExtendPersist0:
 		sp.mode = m
 	default:
 		return nil, fmt.Errorf("mode %q is not one of set, setttl, add, claim, persist0", c.Mode)

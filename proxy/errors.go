@@ -7,13 +7,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // errorReply maps an error of a quorum operation to the RESP error a client
 // sees. Master addresses and credentials never reach clients.
 func errorReply(err error) string {
-	var qe *redlock.QuorumError
+	var qe *engine.QuorumError
 	var re redis.Error
 	switch {
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // cmdEval runs EVAL and EVALSHA. A recognised lock script on a lock key runs
@@ -170,7 +170,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 		return
 	}
 	start := time.Now()
-	_, extended, err := s.rl.Extend(ctx, key, token, ttl, redlock.ExtendSet)
+	_, extended, err := s.rl.Extend(ctx, key, token, ttl, engine.ExtendSet)
 	s.m.done(opExtend, extended, err, time.Since(start))
 	switch {
 	case err != nil:
@@ -279,7 +279,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 		s.m.acquire(err, time.Since(start))
 		if err == nil {
 			n = len(keys)
-		} else if errors.Is(err, redlock.ErrNotAcquired) {
+		} else if errors.Is(err, engine.ErrNotAcquired) {
 			err = nil
 		}
 	case opExtend:
@@ -330,7 +330,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		}
 		mode := spec.mode
 		if spec.addIf != nil && spec.addIf(argv) {
-			mode = redlock.ExtendAdd
+			mode = engine.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
 		s.m.done(opExtend, extended, err, time.Since(start))
@@ -355,7 +355,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		switch {
 		case err == nil:
 			writeSpec(c, spec.ok)
-		case !errors.Is(err, redlock.ErrNotAcquired):
+		case !errors.Is(err, engine.ErrNotAcquired):
 			writeErr(c, err)
 		case spec.reclaim != nil && r.Prev != nil && spec.reclaim(argv, *r.Prev):
 			// The quorum holder carries the caller's token: it may take

@@ -3,14 +3,14 @@ package proxy
 import (
 	"slices"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Guards lists the names of the safety mechanisms that Config.GuardsOff
-// can switch off: those of the redlock client, and the proxy's own.
+// can switch off: those of the quorum engine's client, and the proxy's own.
 func Guards() []string {
 	var out []string
-	for _, g := range redlock.Guards() {
+	for _, g := range engine.Guards() {
 		out = append(out, string(g))
 	}
 	return append(out, proxyGuards...)
@@ -19,16 +19,16 @@ func Guards() []string {
 // proxyGuards are the proxy's own guards.
 var proxyGuards = []string{guardLeaseLapse, guardAdmin, guardLockCache}
 
-// guardsOff is the redlock option that switches off the client's guards
+// guardsOff is the engine option that switches off the client's guards
 // named in names.
-func guardsOff(names []string) redlock.Option {
-	var gs []redlock.Guard
-	for _, g := range redlock.Guards() {
+func guardsOff(names []string) engine.Option {
+	var gs []engine.Guard
+	for _, g := range engine.Guards() {
 		if slices.Contains(names, string(g)) {
 			gs = append(gs, g)
 		}
 	}
-	return redlock.WithGuardsOff(gs...)
+	return engine.WithGuardsOff(gs...)
 }
 
 // off reports whether the proxy guard named g is switched off.

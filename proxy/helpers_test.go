@@ -11,7 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 type env struct {
@@ -100,7 +100,7 @@ func (e *env) seed(key, val string, ttl time.Duration, idx ...int) {
 }
 
 // userKeys counts the keys a master holds, leaving out the proxy's own
-// (redlock.FenceStatePrefix: the dataset record, the clients' settings).
+// (engine.FenceStatePrefix: the dataset record, the clients' settings).
 func userKeys(t *testing.T, m *redistest.Server) int {
 	t.Helper()
 	c := m.Client()
@@ -111,7 +111,7 @@ func userKeys(t *testing.T, m *redistest.Server) int {
 	}
 	n := 0
 	for _, k := range keys {
-		if !strings.HasPrefix(k, redlock.FenceStatePrefix) {
+		if !strings.HasPrefix(k, engine.FenceStatePrefix) {
 			n++
 		}
 	}

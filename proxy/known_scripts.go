@@ -8,7 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // opKind is the quorum operation a recognised script stands for.
@@ -58,7 +58,7 @@ type scriptSpec struct {
 	ttlUnit  time.Duration // unit of the TTL argument
 	minArg   int           // opExtendIfLeft: ARGV index of the least TTL left, in ms
 	absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
-	mode     redlock.ExtendMode
+	mode     engine.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
 	positive bool                     // owner TTL: answer 0 rather than a negative TTL
 	multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
@@ -97,51 +97,51 @@ var knownScripts = map[string]*scriptSpec{
 
 	// Compare-and-PEXPIRE: ShedLock, pottery, redsync touch, bsm/redislock 0.9,
 	// node-redlock 3, Symfony ≤ 5.1.
-	"d4477b9f7579af482457f0c2f363525cff4ea1d4": {name: "extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"d4477b9f7579af482457f0c2f363525cff4ea1d4": {name: "extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// cheprasov/php-redis-lock update.
-	"efecc536fe048aed035d9ea11146c51a22a50835": {name: "cheprasov update", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"efecc536fe048aed035d9ea11146c51a22a50835": {name: "cheprasov update", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.reacquire.
-	"7e5b8b1c8492617cc2e01b1f67de23df28f74ccb": {name: "redis-py reacquire", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"7e5b8b1c8492617cc2e01b1f67de23df28f74ccb": {name: "redis-py reacquire", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.extend: ARGV[3] "0" adds to the remaining TTL, "1"
 	// replaces it; either way a key without a TTL is refused.
-	"f450802dd75d333e0f6e746befbe093331bc1869": {name: "redis-py extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSetIfTTL,
+	"f450802dd75d333e0f6e746befbe093331bc1869": {name: "redis-py extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSetIfTTL,
 		addIf: func(argv [][]byte) bool { return len(argv) > 2 && string(argv[2]) == "0" }, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
 	// redis-py 3.0–3.4 Lock.extend: always additive.
-	"9c88fe13df0b37e65edadc538dd26de4f193ce68": {name: "redis-py extend (3.0-3.4)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendAdd, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
+	"9c88fe13df0b37e65edadc538dd26de4f193ce68": {name: "redis-py extend (3.0-3.4)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendAdd, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
 	// go-redsync ≥ 4.15 touch that also takes an absent key.
-	"1f9a1f028f75d4d6ce17714651295ce404fad2d5": {name: "redsync touch (set nx)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendClaim, ok: rOne, notOwned: rZero, absent: rZero},
+	"1f9a1f028f75d4d6ce17714651295ce404fad2d5": {name: "redsync touch (set nx)", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rZero, absent: rZero},
 	// RedLock.net extend: takes an absent key; -1 when held by another value.
-	"a8d0ab9aabea86c076b4e2acded05cc1c8f238df": {name: "RedLock.net extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendClaim, ok: rOne, notOwned: rNeg1, absent: rZero},
+	"a8d0ab9aabea86c076b4e2acded05cc1c8f238df": {name: "RedLock.net extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rNeg1, absent: rZero},
 	// Laravel refreshLock: seconds; 0 or less persists.
-	"105542cc6c99ee666eb2c60b9e8e4a24ad25e140": {name: "Laravel refreshLock", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: redlock.ExtendPersist0, ok: rOne, notOwned: rZero, absent: rZero},
+	"105542cc6c99ee666eb2c60b9e8e4a24ad25e140": {name: "Laravel refreshLock", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendPersist0, ok: rOne, notOwned: rZero, absent: rZero},
 	// Spring Integration ≥ 6.4 renew: true / false (nil).
-	"5f194d0f0fe0cffeffeffe4f82addee2324a1e7d": {name: "Spring renew", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
+	"5f194d0f0fe0cffeffeffe4f82addee2324a1e7d": {name: "Spring renew", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.
-	"e3f5b07401d88811169ce7df28a07bdf06e990bd": {name: "python-redis-lock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: redlock.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
+	"e3f5b07401d88811169ce7df28a07bdf06e990bd": {name: "python-redis-lock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
 
 	// node-redlock 4.x and 5: multi-key acquire, extend and release, each
 	// answering the number of keys it acted on.
 	"d4e6fca49c680bb234bf373ae1a42e30a8ff8a08": {name: "node-redlock acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	"935fa90b5b162c7b7ab562f5982b279224fe39e1": {name: "node-redlock 4.0 acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"04401a2dcbdc523ea08ed84c75cca97e9929a74a": {name: "node-redlock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"f4a8a79d6104fa5573d6e182920d5b6a3e148ffd": {name: "node-redlock 4.0 extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"04401a2dcbdc523ea08ed84c75cca97e9929a74a": {name: "node-redlock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"f4a8a79d6104fa5573d6e182920d5b6a3e148ffd": {name: "node-redlock 4.0 extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	"12c93ff475b2fa8badc1bcee7255b6a36daa3582": {name: "node-redlock release", kind: opRelease, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	// @sesamecare-oss/redlock 1.x (the maintained node-redlock fork): node-redlock
 	// 5's scripts after a redis.pcall("SELECT", ARGV[1]), the token in ARGV[2]
 	// and the TTL in ARGV[3].
 	"839536552af886818e0813b5d81bec3336d94ab9": {name: "sesamecare redlock acquire", kind: opAcquire, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
-	"2244312780c468362b1ed6c55fd72cc5e3517638": {name: "sesamecare redlock extend", kind: opExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"2244312780c468362b1ed6c55fd72cc5e3517638": {name: "sesamecare redlock extend", kind: opExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
 	"662a3c3e8e989c83166a9791723691b618d27881": {name: "sesamecare redlock release", kind: opRelease, tokenArg: 1, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-semaphore 5 Mutex: compare-and-delete (the DEL's count or 0) and
 	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
 	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
-	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// rueidislock (rueidis 1.0): SET NX PX or PXAT (a Unix time in ms), each
 	// followed by a GET for client-side caching (OK or nil);
 	// compare-and-PEXPIREAT (1 or 0); compare-and-delete (1 or 0).
 	"cf9786bcf2df2734ef4283a1bb09d9dbf5eeffd6": {name: "rueidislock acquire", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
 	"9cd973e88e094776eb1ee4b10dd4a0f1d49ae5c1": {name: "rueidislock acquire (PXAT)", kind: opAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, ok: rOK, notOwned: rNil, absent: rNil},
-	"636482d07912dd888d0e3d870b75d862078fff7f": {name: "rueidislock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, mode: redlock.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"636482d07912dd888d0e3d870b75d862078fff7f": {name: "rueidislock extend", kind: opExtend, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	"8345b63e9cdf43d4b40c02277dd8095639769f07": {name: "rueidislock release", kind: opRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	// redlock-universal 0.8 atomic extend: ARGV[1] token, ARGV[2] the least
 	// TTL left (ms) for the extension to go ahead, ARGV[3] the new TTL (ms);

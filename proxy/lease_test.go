@@ -11,7 +11,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // leases reads INFO's lock_leases.
@@ -342,7 +342,7 @@ func TestLeaseRenewsThroughNoQuorum(t *testing.T) {
 			e, relays := newGuardedEnv(t, 3, time.Second, func(c *proxy.Config) {
 				c.Proxy.LeaseTTL = proxy.Duration{Duration: 3 * time.Second} // renewed every 1 s, lost 2 s after the last renewal
 				if !guard {
-					c.GuardsOff = []string{string(redlock.GuardNotHeldNeedsQuorum), "lease-lapse"}
+					c.GuardsOff = []string{string(engine.GuardNotHeldNeedsQuorum), "lease-lapse"}
 				}
 			})
 			key := e.key("k")

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // opContext bounds one quorum operation: every master has the node timeout,
@@ -41,7 +41,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if o.expire != "" && ttl <= 0 {
 		// An absolute time already past: Redis would store and drop it at
 		// once; as a lock it has no validity, so nothing is stored.
-		s.m.acquire(redlock.ErrValiditySpent, 0)
+		s.m.acquire(engine.ErrValiditySpent, 0)
 		c.WriteNull()
 		return
 	}
@@ -78,7 +78,7 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
 	r, err := s.acquireRaw(key, value, ttl)
 	switch {
-	case err != nil && !errors.Is(err, redlock.ErrNotAcquired):
+	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
 		writeErr(c, err)
 	case !get:
 		reply(err == nil)
@@ -94,13 +94,13 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 }
 
 // acquireRaw runs a quorum acquire and counts its outcome.
-func (s *Server) acquireRaw(key, value string, ttl time.Duration) (redlock.AcquireResult, error) {
+func (s *Server) acquireRaw(key, value string, ttl time.Duration) (engine.AcquireResult, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
 	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
 	s.m.acquire(err, time.Since(start))
-	if errors.Is(err, redlock.ErrNoQuorum) {
+	if errors.Is(err, engine.ErrNoQuorum) {
 		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
 	}
 	return r, err
@@ -126,7 +126,7 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-func (s *Server) read(key []byte) (redlock.KeyState, error) {
+func (s *Server) read(key []byte) (engine.KeyState, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	return s.rl.Read(ctx, string(key))
@@ -367,7 +367,7 @@ func toAny(args [][]byte) []any {
 }
 
 // answerKey groups equal answers of different masters.
-func answerKey(r redlock.Result) (string, bool) {
+func answerKey(r engine.Result) (string, bool) {
 	var re redis.Error
 	switch {
 	case r.Err == redis.Nil:
@@ -384,7 +384,7 @@ func answerKey(r redlock.Result) (string, bool) {
 // of them answered. Writes of lock keys wait for every master (each within
 // the node timeout), so that a read that follows sees the write everywhere
 // it landed, as on a single Redis. Only answers that may count as votes
-// (redlock.Result.Counts) are counted; with too few of them the answer is
+// (engine.Result.Counts) are counted; with too few of them the answer is
 // NOQUORUM.
 func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 	ctx, cancel := s.opContext()
@@ -406,13 +406,13 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 		}
 	}
 	if answered < q {
-		writeErr(c, &redlock.QuorumError{Reachable: answered, Needed: q})
+		writeErr(c, &engine.QuorumError{Reachable: answered, Needed: q})
 		return
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
 }
 
-func writeResult(c redcon.Conn, r redlock.Result) {
+func writeResult(c redcon.Conn, r engine.Result) {
 	var re redis.Error
 	switch {
 	case r.Err == redis.Nil:
@@ -438,7 +438,7 @@ func writeResult(c redcon.Conn, r redlock.Result) {
 // broadcastCount sends a command answering 0 or 1 to every master and
 // reports whether a quorum answered 1. It answers false only when a quorum
 // of 1s is out of reach even if every master that did not answer, or whose
-// answer does not count (redlock.Result.Counts), had answered 1; otherwise
+// answer does not count (engine.Result.Counts), had answered 1; otherwise
 // the error is a master's own error reply, or NOQUORUM.
 func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
@@ -447,7 +447,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	s.rl.WaitWrites(ctx, string(args[1]))
 	ones, zeros := 0, 0
 	var errReply error
-	s.rl.Broadcast(ctx, func(got []redlock.Result) bool {
+	s.rl.Broadcast(ctx, func(got []engine.Result) bool {
 		r := got[len(got)-1]
 		var re redis.Error
 		switch {
@@ -470,7 +470,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	case n-zeros < q: // even with every other master answering 1
 		return false, nil
 	}
-	return false, &redlock.QuorumError{Reachable: ones + zeros, Needed: q}
+	return false, &engine.QuorumError{Reachable: ones + zeros, Needed: q}
 }
 
 // countConn captures an integer reply of a forwarded command.

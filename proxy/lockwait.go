@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // waitQueues orders the clients of this proxy that wait for a key
@@ -101,7 +101,7 @@ var errWaiterGone = errors.New("proxy: the waiting client closed its connection"
 // try reports, when refused, when the holder's copies would expire. gone
 // is asked before every try: a client that left gives up its place (and
 // takes no lock nobody would hear of) with errWaiterGone.
-func (w *waitQueues) acquire(key string, wait, poll time.Duration, gone func() bool, try func() (*redlock.FenceGrant, time.Duration, error)) (*redlock.FenceGrant, error) {
+func (w *waitQueues) acquire(key string, wait, poll time.Duration, gone func() bool, try func() (*engine.FenceGrant, time.Duration, error)) (*engine.FenceGrant, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	retry := time.NewTimer(poll)
@@ -122,7 +122,7 @@ func (w *waitQueues) acquire(key string, wait, poll time.Duration, gone func() b
 			continue
 		}
 		g, retryIn, err := try()
-		if g != nil || (err != nil && !errors.Is(err, redlock.ErrNotAcquired)) {
+		if g != nil || (err != nil && !errors.Is(err, engine.ErrNotAcquired)) {
 			return g, err
 		}
 		next := poll

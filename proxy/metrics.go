@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // metrics are the proxy's Prometheus metrics, in a registry of its own. INFO
@@ -132,13 +132,13 @@ func (m *metrics) acquire(err error, d time.Duration) {
 	switch {
 	case err == nil:
 		out = acqGranted
-	case errors.Is(err, redlock.ErrHeld):
+	case errors.Is(err, engine.ErrHeld):
 		out = acqHeld
-	case errors.Is(err, redlock.ErrNoQuorum):
+	case errors.Is(err, engine.ErrNoQuorum):
 		out = acqNoQuorum
-	case errors.Is(err, redlock.ErrValiditySpent):
+	case errors.Is(err, engine.ErrValiditySpent):
 		out = acqSpent
-	case errors.Is(err, redlock.ErrNotAcquired):
+	case errors.Is(err, engine.ErrNotAcquired):
 		out = acqSplit
 	}
 	m.acquireBy[out].Inc()
@@ -149,7 +149,7 @@ func (m *metrics) acquire(err error, d time.Duration) {
 func (m *metrics) done(op opKind, ok bool, err error, d time.Duration) {
 	out := doneNotOwned
 	switch {
-	case errors.Is(err, redlock.ErrNoQuorum):
+	case errors.Is(err, engine.ErrNoQuorum):
 		out = doneNoQuorum
 	case err != nil:
 		out = doneFailed
@@ -188,7 +188,7 @@ func counterValue(m prometheus.Metric) int64 {
 }
 
 // masterCollector reports each master's state at scrape time.
-type masterCollector struct{ rl *redlock.Client }
+type masterCollector struct{ rl *engine.Client }
 
 var (
 	masterUp        = prometheus.NewDesc("redlock_proxy_master_up", "1 when the master answered its last call and is not marked down.", []string{"master"}, nil)

@@ -10,13 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // The native lock commands: LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND and
 // LOCK.INFO. Their locks are ordinary lock keys holding the token (GET and
 // the unlock scripts see them), with a fencing number and a hold count kept
-// beside them on every master (redlock.FenceKeys).
+// beside them on every master (engine.FenceKeys).
 
 // acquireOpts are the parsed arguments of LOCK.ACQUIRE.
 type acquireOpts struct {
@@ -91,8 +91,8 @@ func wrongArgsMsg(name string) string {
 // if not.
 func (s *Server) nativeKey(c redcon.Conn, key []byte) bool {
 	switch {
-	case strings.HasPrefix(string(key), redlock.FenceStatePrefix):
-		c.WriteError("ERR redlock-proxy: keys beginning with '" + redlock.FenceStatePrefix + "' are reserved for the proxy's lock state")
+	case strings.HasPrefix(string(key), engine.FenceStatePrefix):
+		c.WriteError("ERR redlock-proxy: keys beginning with '" + engine.FenceStatePrefix + "' are reserved for the proxy's lock state")
 	case !s.isLockKey(key):
 		c.WriteError("ERR redlock-proxy: '" + echo(key) + "' is not a lock key (proxy.lock_keys)")
 	default:
@@ -140,7 +140,7 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // undoGrant gives back the hold a grant added: one hold, so that a
 // reentrant grant leaves the holds that other grants of the token added
 // (its holder may be another connection).
-func (s *Server) undoGrant(key string, g *redlock.FenceGrant) {
+func (s *Server) undoGrant(key string, g *engine.FenceGrant) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	if r, err := s.rl.ReleaseFenced(ctx, key, g.Token); err == nil && r.Freed {
@@ -154,9 +154,9 @@ func clientGone(c redcon.Conn) bool {
 	return ok && cc.peerClosed()
 }
 
-func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
+func writeGrant(c redcon.Conn, g *engine.FenceGrant, err error) {
 	switch {
-	case err != nil && !errors.Is(err, redlock.ErrNotAcquired):
+	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
 		nativeErr(c, err)
 	case g == nil:
 		c.WriteRaw([]byte("*-1\r\n")) // as BLPOP answers a timeout
@@ -173,7 +173,7 @@ func writeGrant(c redcon.Conn, g *redlock.FenceGrant, err error) {
 // WAIT whose token already holds the key is granted at once, ahead of the
 // waiters: they wait for that token's holds to end anyway, and a nested
 // lock would otherwise wait for itself.
-func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*redlock.FenceGrant, error) {
+func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*engine.FenceGrant, error) {
 	if o.wait <= 0 {
 		g, _, err := s.fencedOnce(o)
 		return g, err
@@ -189,13 +189,13 @@ func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*redlock.FenceGran
 		}
 	}
 	gone := func() bool { return clientGone(c) }
-	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*redlock.FenceGrant, time.Duration, error) {
+	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*engine.FenceGrant, time.Duration, error) {
 		return s.fencedOnce(o)
 	})
 }
 
 // fencedOnce is one fenced acquire, counted in the acquire metrics.
-func (s *Server) fencedOnce(o acquireOpts) (*redlock.FenceGrant, time.Duration, error) {
+func (s *Server) fencedOnce(o acquireOpts) (*engine.FenceGrant, time.Duration, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
@@ -355,7 +355,7 @@ func ms(d time.Duration) int64 {
 // when every master that failed answered with one (a key of another type,
 // a fencing counter that is not a number), else as writeErr does.
 func nativeErr(c redcon.Conn, err error) {
-	var qe *redlock.QuorumError
+	var qe *engine.QuorumError
 	if errors.As(err, &qe) && len(qe.Nodes) > 0 {
 		var first redis.Error
 		for _, ne := range qe.Nodes {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 func TestMain(m *testing.M) {
@@ -374,7 +374,7 @@ func TestFenceTwoProxiesMonotonic(t *testing.T) {
 	mc := ms[0].Client()
 	defer mc.Close()
 	eventually(t, "the restarted master's counter caught up", func() bool {
-		n, _ := mc.Get(context.Background(), redlock.FenceKeys("fenced")[1]).Int64()
+		n, _ := mc.Get(context.Background(), engine.FenceKeys("fenced")[1]).Int64()
 		return n >= before
 	})
 }
@@ -386,7 +386,7 @@ func TestLockCmdMasterErrors(t *testing.T) {
 	key := e.key("k")
 	for i, m := range e.masters {
 		mc := m.Client()
-		mc.Set(context.Background(), redlock.FenceKeys(key)[1], "garbage", 0)
+		mc.Set(context.Background(), engine.FenceKeys(key)[1], "garbage", 0)
 		if i < 2 {
 			mc.HSet(context.Background(), e.key("h"), "f", "v")
 		}

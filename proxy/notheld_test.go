@@ -10,7 +10,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // newGuardedEnv starts n masters, each behind a relay, and a proxy with the
@@ -51,7 +51,7 @@ func TestNotHeldNeedsQuorum(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e, relays := newGuardedEnv(t, 3, 2*time.Second, func(c *proxy.Config) {
 				if !guard {
-					c.GuardsOff = []string{string(redlock.GuardNotHeldNeedsQuorum)}
+					c.GuardsOff = []string{string(engine.GuardNotHeldNeedsQuorum)}
 				}
 			})
 			ctx := context.Background()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // runRWScript runs a read/write lock script (Symfony Lock's sorted-set
@@ -27,7 +27,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.shared)
 		s.m.acquire(err, time.Since(start))
 		ok = err == nil
-		if errors.Is(err, redlock.ErrNotAcquired) {
+		if errors.Is(err, engine.ErrNotAcquired) {
 			err = nil
 		}
 	case opRWExtend:
@@ -38,7 +38,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
 		s.m.done(opExtend, ok, err, time.Since(start))
 	case opRWRelease:
-		var r redlock.ReleaseResult
+		var r engine.ReleaseResult
 		r, err = s.rl.ReleaseRW(ctx, key, token)
 		ok = r.Released(s.rl.Quorum())
 		s.m.done(opRelease, ok, err, time.Since(start))

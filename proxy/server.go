@@ -18,7 +18,7 @@ import (
 	"github.com/tidwall/match"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Version is the proxy's version, reported by INFO and HELLO.
@@ -29,7 +29,7 @@ const Version = "0.1.0"
 type Server struct {
 	cfg Config
 	log zerolog.Logger
-	rl  *redlock.Client
+	rl  *engine.Client
 	be  *backend
 	mux *muxPool // the shared connection for plain passthrough
 	// The same for clients that speak RESP3: their replies come from the
@@ -76,20 +76,20 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if !r.RestartGuard {
 		guard = 0
 	}
-	rl, err := redlock.New(r.Masters,
-		redlock.WithQuorum(r.Quorum), redlock.WithDriftFactor(r.DriftFactor),
-		redlock.WithNodeTimeout(r.NodeTimeout.Duration), redlock.WithRetry(r.RetryCount, r.RetryDelay.Duration),
-		redlock.WithRestartGuard(guard), redlock.WithPoolSize(r.PoolSize),
-		redlock.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
-		redlock.WithRedisOptions(func(i int, o *redis.Options) {
+	rl, err := engine.New(r.Masters,
+		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
+		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
+		engine.WithRestartGuard(guard), engine.WithPoolSize(r.PoolSize),
+		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
+		engine.WithRedisOptions(func(i int, o *redis.Options) {
 			o.CredentialsProvider = creds.provider(r.Masters[i])
 			if r.TLS != nil {
 				o.TLSConfig = r.TLS.Clone()
 			}
 		}),
-		redlock.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
+		engine.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
 		guardsOff(cfg.GuardsOff),
-		redlock.WithSettings(cfg.settingsSummary()),
+		engine.WithSettings(cfg.settingsSummary()),
 	)
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (s *Server) Serve() error {
 	return s.serveClients(ln)
 }
 
-// InitMasters declares the masters a new deployment (redlock.Client's
+// InitMasters declares the masters a new deployment (engine.Client's
 // InitMasters): call it before Serve, on masters just created empty.
 func (s *Server) InitMasters(ctx context.Context) error { return s.rl.InitMasters(ctx) }
 

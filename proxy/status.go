@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // The status page at "/" of the metrics listener, and the same data as
@@ -161,7 +161,7 @@ type outcomeView struct {
 // masterState names a master's state for the page: down (marked down:
 // calls skip it until a probe reaches it), failing (its last call failed;
 // calls still go to it), guarded (its votes are withheld), or up.
-func masterState(m redlock.MasterStatus) string {
+func masterState(m engine.MasterStatus) string {
 	switch {
 	case m.Down:
 		return "down"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Every TTL the proxy writes on a lock key stretches the restart guard, not
@@ -39,7 +39,7 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 				t.Parallel()
 				e, _ := newGuardedEnv(t, 3, time.Second, func(c *proxy.Config) {
 					if !stretch {
-						c.GuardsOff = []string{string(redlock.GuardTTLStretch)}
+						c.GuardsOff = []string{string(engine.GuardTTLStretch)}
 					}
 				})
 				key := e.key("k")

@@ -1,0 +1,74 @@
+package engine
+
+// The per-master halves of the quorum operations. Each answers a small code
+// the quorum logic counts; what a client sees is decided above them.
+
+// releaseScript deletes KEYS[1] if it holds ARGV[1]: 1 deleted, 0 held by
+// another value, -1 absent.
+var releaseScript = newScript(`
+local v = redis.call('GET', KEYS[1])
+if v == false then return -1 end
+if v ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`)
+
+// extendScript renews KEYS[1] if it holds ARGV[1]. ARGV[2] is a TTL in ms;
+// ARGV[3] is the mode (see ExtendMode): "set" applies PEXPIRE ARGV[2] as
+// Redis does (a TTL of 0 or less deletes the key), "setttl" does so only if
+// the key has a TTL, "claim" also takes an absent key, "persist0" persists
+// the key when ARGV[2] <= 0. ("add" is a read and a "setttl": extendAdd.)
+// Answers 1 renewed, 0 held by another value, -1 absent, -2 no TTL.
+var extendScript = newScript(`
+local v = redis.call('GET', KEYS[1])
+local ttl = tonumber(ARGV[2])
+local mode = ARGV[3]
+if v == false then
+  if mode ~= 'claim' then return -1 end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+  return 1
+end
+if v ~= ARGV[1] then return 0 end
+if mode == 'setttl' and redis.call('PTTL', KEYS[1]) < 0 then return -2 end
+if mode == 'persist0' and ttl <= 0 then
+  redis.call('PERSIST', KEYS[1])
+else
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return 1`)
+
+// readScript answers the value and the PTTL of KEYS[1] in one step.
+var readScript = newReadScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+
+// acquireAllScript takes every key in KEYS for ARGV[1] with TTL ARGV[2] ms
+// (0: none) when none of them exists: {1}; else {0, value of a taken key}.
+var acquireAllScript = newScript(`
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v then return {0, v} end
+end
+local ttl = tonumber(ARGV[2])
+for _, k in ipairs(KEYS) do
+  if ttl > 0 then redis.call('SET', k, ARGV[1], 'PX', ttl) else redis.call('SET', k, ARGV[1]) end
+end
+return {1}`)
+
+// releaseAllScript deletes each key in KEYS that holds ARGV[1] and answers,
+// per key, 1 deleted, 0 held by another value, -1 absent.
+var releaseAllScript = newScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v == false then out[i] = -1
+  elseif v == ARGV[1] then redis.call('DEL', k) out[i] = 1
+  else out[i] = 0 end
+end
+return out`)
+
+// extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
+// of them hold ARGV[1]: 1, else 0.
+var extendAllScript = newScript(`
+for _, k in ipairs(KEYS) do
+  if redis.call('GET', k) ~= ARGV[1] then return 0 end
+end
+for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+return 1`)

@@ -1,0 +1,16 @@
+package engine
+
+import "time"
+
+// driftAllowance is the clock-drift term of the Redlock algorithm:
+// ttl·factor plus 2 ms (1 ms of Redis expiry precision, 1 ms minimum drift).
+func driftAllowance(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+}
+
+// validity is what is left of a lock of the given ttl once elapsed has
+// passed since before the first send, less the drift allowance. It is not
+// positive when the lock must not be considered held.
+func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
+	return ttl - elapsed - driftAllowance(ttl, factor)
+}
