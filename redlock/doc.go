@@ -1,4 +1,25 @@
 // Package redlock takes locks with the Redlock algorithm over N
-// independent Redis masters. Its quorum engine, and for now the whole API,
-// is package redlock/engine.
+// independent Redis masters: a lock is granted only when a quorum of them
+// took it with validity left, after the drift allowance.
+//
+// Create a Client over the masters with New (options: WithQuorum,
+// WithDriftFactor, WithNodeTimeout, WithRestartGuard, WithClockCheck,
+// WithRedisOptions, WithLogf), then take a lock with Client.Obtain: it
+// answers a *Lock you hold, with Refresh, Release, Validity (how long it
+// is still safe to act on), TTL, Token and, for a lock obtained
+// WithFence, its fencing number (Fence). Obtain retries a held key as its
+// RetryStrategy says (NoRetry, LinearBackoff, ExponentialBackoff,
+// LimitRetry) until its context is done. The errors to test with
+// errors.Is are ErrNotAcquired (not obtained), ErrNotHeld (refresh or
+// release of a lock no longer held) and ErrNoQuorum (too few masters
+// answered to know).
+//
+// The masters are guarded as the proxy built on this package guards them:
+// a master that restarted and may have lost its locks, or whose clock
+// jumped, does not vote until every lock it could have held has expired;
+// what a refused attempt took is undone on every master; commands of
+// concurrent operations bound for one master share a pipeline.
+//
+// Each method of a Lock is one quorum operation of package
+// redlock/engine, the lower layer that the proxy is built on too.
 package redlock

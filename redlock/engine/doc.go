@@ -1,32 +1,24 @@
-// Package engine implements the Redlock distributed lock algorithm over N
-// independent Redis masters: quorum acquire with drift-adjusted validity,
-// release and extend by token, majority reads of lock keys, a restart
-// guard that withholds the votes of masters that may have lost their data,
-// a clock check that treats a master whose clock jumps like a restarted
-// one (clock.go), and fenced locks whose every grant carries a number larger
-// than all earlier grants of the key (fence.go).
+// Package engine is the quorum engine under package redlock and the proxy:
+// the Redlock algorithm over N independent Redis masters, one quorum
+// operation per method. Acquire, AcquireGet, Extend and Release (and their
+// multi-key, fenced and read/write forms) take, renew and give back a key
+// for a value with drift-adjusted validity (validity.go), undoing what a
+// refused attempt took (undo.go); Read answers a key as a single Redis
+// holding the quorum's state would (read.go); fenced locks carry a number
+// larger than every earlier grant of the key (fence.go); Broadcast sends
+// any command to every master. A restart guard withholds the votes of
+// masters that may have lost their data (guard.go, evidence.go), and a
+// clock check treats a master whose clock jumps like a restarted one
+// (clock.go).
 //
-// Commands bound for one master from concurrent operations are sent
-// together, as pipelines on a connection per master (batch.go), and
-// every operation answers as soon as its outcome is decided.
+// Every operation goes the same way (quorum.go): fanoutCmd queues each
+// master's command on that master's batcher (batch.go), which sends the
+// commands of concurrent operations together, as pipelines on a
+// connection of its own (conn.go); countVotes counts the replies into
+// votes, the one rule every quorum step decides by, and the operation
+// answers as soon as its outcome is decided.
 //
-// # Usage
-//
-// Create a Client over the masters with New, then take a lock with
-// Client.Obtain: it answers a *Mutex you hold, with Refresh, Release,
-// Validity (how long it is still safe to act on), Token and, for a lock
-// obtained WithFence, its fencing number. Obtain retries a held key as its
-// RetryStrategy says (NoRetry, LinearBackoff, ExponentialBackoff,
-// LimitRetry) until its context is done. The errors to test with
-// errors.Is are ErrNotAcquired (not obtained), ErrNotHeld (refresh or
-// release of a lock no longer held) and ErrNoQuorum (too few masters
-// answered to know).
-//
-// The other methods of Client (Acquire, AcquireGet, Extend, Release,
-// their fenced, multi-key and read/write forms, Read, Broadcast, …) are the
-// lower layer that Obtain and the proxy are built on: each is one quorum
-// operation, shaped after the Redis command the proxy serves.
-//
-// The package has no logging and no configuration files; it can be used
-// without the proxy that is built on it.
+// Package redlock is the API for programs that take locks; this package
+// is what the proxy serves Redis commands with. It has no logging and no
+// configuration files.
 package engine

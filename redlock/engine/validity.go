@@ -14,3 +14,10 @@ func driftAllowance(ttl time.Duration, factor float64) time.Duration {
 func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 	return ttl - elapsed - driftAllowance(ttl, factor)
 }
+
+// Validity is what is left of a lock of the given ttl once elapsed has
+// passed since before the first send, less this client's drift allowance:
+// how long a holder may still act on it. Not positive: not held.
+func (c *Client) Validity(ttl, elapsed time.Duration) time.Duration {
+	return validity(ttl, elapsed, c.opts.drift)
+}

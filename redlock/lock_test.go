@@ -1,4 +1,4 @@
-package engine
+package redlock
 
 import (
 	"context"
@@ -10,20 +10,22 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
-// mutexClient is a client of addrs with the restart guard off (the masters
+// lockClient is a client of addrs with the restart guard off (the masters
 // are fresh) and its pipelines dialled.
-func mutexClient(t *testing.T, addrs []string) *Client {
+func lockClient(t *testing.T, addrs []string) *Client {
 	t.Helper()
-	c, err := New(addrs, WithRestartGuard(0), WithNodeTimeout(200*time.Millisecond), WithMarkDown(0, 0))
+	e, err := engine.New(addrs, engine.WithRestartGuard(0), engine.WithNodeTimeout(200*time.Millisecond), engine.WithMarkDown(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := &Client{e: e}
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c.Probe(ctx)
+	e.Probe(ctx)
 	return c
 }
 
@@ -64,7 +66,7 @@ func settledPTTLs(t *testing.T, ms []*redistest.Server, key string, ok func(time
 func TestObtainRefreshRelease(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx := context.Background()
 	const key = "obtain:life"
 
@@ -78,7 +80,7 @@ func TestObtainRefreshRelease(t *testing.T) {
 	if v := m.Validity(); v <= time.Second || v > 2*time.Second {
 		t.Fatalf("validity %v of a 2 s lock just obtained", v)
 	}
-	if _, err := c.Obtain(ctx, key, time.Second); !errors.Is(err, ErrNotAcquired) || !errors.Is(err, ErrHeld) {
+	if _, err := c.Obtain(ctx, key, time.Second); !errors.Is(err, ErrNotAcquired) || !errors.Is(err, engine.ErrHeld) {
 		t.Fatalf("second obtain: %v, want ErrNotAcquired (held)", err)
 	}
 
@@ -121,10 +123,10 @@ func TestObtainRefreshRelease(t *testing.T) {
 
 // A lock that expired is not held: its refresh and release say so, and
 // leave alone the holder that took the key since.
-func TestExpiredMutexIsNotHeld(t *testing.T) {
+func TestExpiredLockIsNotHeld(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx := context.Background()
 	const key = "obtain:expired"
 
@@ -169,7 +171,7 @@ func (r *countingRetry) NextBackoff(n int) time.Duration {
 func TestObtainRetryStrategy(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -229,7 +231,7 @@ func TestObtainRetryStrategy(t *testing.T) {
 func TestObtainCancelledDuringRetry(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	bg := context.Background()
 	if _, err := c.Obtain(bg, "cancel:held", 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -271,7 +273,7 @@ func TestObtainCancelledDuringRetry(t *testing.T) {
 func TestObtainWithMastersDown(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx := context.Background()
 	const key = "down:k"
 
@@ -317,7 +319,7 @@ func TestObtainWithMastersDown(t *testing.T) {
 func TestObtainFenced(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx := context.Background()
 	const key = "fenced:k"
 
@@ -361,7 +363,7 @@ func TestObtainFenced(t *testing.T) {
 func TestObtainTokenAndMetadata(t *testing.T) {
 	t.Parallel()
 	ms := redistest.StartN(t, 3)
-	c := mutexClient(t, redistest.Addrs(ms))
+	c := lockClient(t, redistest.Addrs(ms))
 	ctx := context.Background()
 	const key = "meta:k"
 

@@ -1,4 +1,4 @@
-package engine
+package redlock
 
 import (
 	"context"
@@ -8,20 +8,22 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
-// A Mutex is the lock a caller holds: Obtain takes it, Refresh renews it,
-// Release gives it back. Each method is one of the client's quorum
+// A Lock is what a caller holds: Obtain takes it, Refresh renews it,
+// Release gives it back. Each method is one of the engine's quorum
 // operations (Acquire, Extend, Release, or their fenced forms), with the
 // rules those follow: drift-adjusted validity, rollback of a refused
 // attempt, the restart guard, and "not held" only when a quorum is out of
-// reach (otherwise a *QuorumError).
+// reach (otherwise ErrNoQuorum).
 
-// Mutex is a lock obtained on a quorum of masters. It is held until it is
+// Lock is a lock obtained on a quorum of masters. It is held until it is
 // released or its validity runs out. Its methods are safe for concurrent
 // use.
-type Mutex struct {
-	c          *Client
+type Lock struct {
+	c          *engine.Client
 	key, token string
 	meta       string
 	fenced     bool
@@ -62,9 +64,10 @@ func WithRetryStrategy(s RetryStrategy) ObtainOption {
 	return func(o *obtainOptions) { o.retry = s }
 }
 
-// WithFence obtains a fenced lock (AcquireFenced): its Fence is larger than
-// that of every earlier fenced grant of the key, for the protected
-// resource to check. A fenced lock also uses the keys FenceKeys names.
+// WithFence obtains a fenced lock: its Fence is larger than that of every
+// earlier fenced grant of the key, for the protected resource to check. A
+// fenced lock also keeps, on every master, the key's counter and holds
+// under keys that begin "redlock-proxy:" (reserved for this package).
 func WithFence() ObtainOption {
 	return func(o *obtainOptions) { o.fenced = true }
 }
@@ -78,7 +81,7 @@ func WithFence() ObtainOption {
 //
 // A key that a quorum holds for the same token is refused like any held
 // key: a token names one hold.
-func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Mutex, error) {
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
 	o := obtainOptions{retry: NoRetry()}
 	for _, f := range opts {
 		f(&o)
@@ -91,7 +94,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	case !o.tokenSet:
 		o.token = newToken()
 	}
-	m := &Mutex{c: c, key: key, token: o.token, meta: o.meta, fenced: o.fenced}
+	m := &Lock{c: c.e, key: key, token: o.token, meta: o.meta, fenced: o.fenced}
 	var err error = ErrNotAcquired
 	for n := 1; ; n++ {
 		if ctx.Err() != nil {
@@ -130,7 +133,7 @@ func newToken() string {
 }
 
 // obtain is one attempt.
-func (m *Mutex) obtain(ctx context.Context, ttl time.Duration) error {
+func (m *Lock) obtain(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	if m.fenced {
 		r, err := m.c.AcquireFenced(ctx, m.key, m.value(), ttl, false)
@@ -150,12 +153,12 @@ func (m *Mutex) obtain(ctx context.Context, ttl time.Duration) error {
 }
 
 // value is what the key holds on the masters.
-func (m *Mutex) value() string { return m.token + m.meta }
+func (m *Lock) value() string { return m.token + m.meta }
 
 // setValidity records that the lock is valid for v from start, the time
 // taken before the operation that decided it; v is counted from later, so
 // the lock is taken to end a little before it does.
-func (m *Mutex) setValidity(start time.Time, v time.Duration) {
+func (m *Lock) setValidity(start time.Time, v time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v <= 0 {
@@ -166,12 +169,11 @@ func (m *Mutex) setValidity(start time.Time, v time.Duration) {
 }
 
 // Refresh renews the lock on a quorum of masters: its TTL becomes ttl
-// (positive) from now, and its validity is counted again (Extend with
-// ExtendSet, or ExtendFenced). It answers ErrNotHeld when a quorum no
+// (positive) from now, and its validity is counted again. It answers ErrNotHeld when a quorum no
 // longer holds the lock, or when the renewal took so long that no validity
-// was left, and a *QuorumError when that cannot be known; the lock then
+// was left, and ErrNoQuorum when that cannot be known; the lock then
 // keeps no more validity than either TTL it may have on the masters.
-func (m *Mutex) Refresh(ctx context.Context, ttl time.Duration) error {
+func (m *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("redlock: a lock needs a positive TTL")
 	}
@@ -185,8 +187,8 @@ func (m *Mutex) Refresh(ctx context.Context, ttl time.Duration) error {
 	if m.fenced {
 		v, ok, err = m.c.ExtendFenced(ctx, m.key, m.value(), ttl)
 	} else {
-		var r ExtendResult
-		r, ok, err = m.c.Extend(ctx, m.key, m.value(), ttl, ExtendSet)
+		var r engine.ExtendResult
+		r, ok, err = m.c.Extend(ctx, m.key, m.value(), ttl, engine.ExtendSet)
 		v = r.Validity
 	}
 	switch {
@@ -194,7 +196,7 @@ func (m *Mutex) Refresh(ctx context.Context, ttl time.Duration) error {
 		// Some masters may have taken the new TTL: the lock lasts no
 		// longer than the shorter of the two.
 		m.mu.Lock()
-		if end := start.Add(validity(ttl, 0, m.c.opts.drift)); end.Before(m.validUntil) {
+		if end := start.Add(m.c.Validity(ttl, 0)); end.Before(m.validUntil) {
 			m.validUntil = end
 		}
 		m.mu.Unlock()
@@ -208,11 +210,11 @@ func (m *Mutex) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release gives the lock back: it is deleted from every master where this
-// token holds it (Release, or ReleaseFenced). The lock counts as no longer
+// token holds it. The lock counts as no longer
 // held from the call on, whatever the outcome. It answers ErrNotHeld when
 // a quorum did not hold it any more (it had expired, or was released
-// already), and a *QuorumError when that cannot be known.
-func (m *Mutex) Release(ctx context.Context) error {
+// already), and ErrNoQuorum when that cannot be known.
+func (m *Lock) Release(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -240,17 +242,17 @@ func (m *Mutex) Release(ctx context.Context) error {
 // Validity is how long the lock is still safe to act on: the validity that
 // Obtain or the last Refresh decided (the TTL less the time the quorum took
 // and the clock-drift allowance), less the time since. 0: not held.
-func (m *Mutex) Validity() time.Duration {
+func (m *Lock) Validity() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return max(time.Until(m.validUntil), 0)
 }
 
-// TTL reads the lock from every master (Read) and answers how long a
+// TTL reads the lock from every master and answers how long a
 // quorum will still hold it for this token: 0 when a quorum does not.
 // Unlike Validity it has no drift allowance; it is a look at the masters,
 // not a promise.
-func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
+func (m *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	s, err := m.c.Read(ctx, m.key)
 	if err != nil || !s.Exists || s.Value != m.value() {
 		return 0, err
@@ -259,14 +261,25 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // Key is the key locked.
-func (m *Mutex) Key() string { return m.key }
+func (m *Lock) Key() string { return m.key }
 
 // Token is the token that tells this holder from every other.
-func (m *Mutex) Token() string { return m.token }
+func (m *Lock) Token() string { return m.token }
 
 // Metadata is what WithMetadata stored after the token.
-func (m *Mutex) Metadata() string { return m.meta }
+func (m *Lock) Metadata() string { return m.meta }
 
 // Fence is the fencing number of a lock obtained WithFence: larger than
 // that of every earlier fenced grant of the key. 0 without WithFence.
-func (m *Mutex) Fence() int64 { return m.fence }
+func (m *Lock) Fence() int64 { return m.fence }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
