@@ -298,47 +298,25 @@ func (c *Client) Status() []MasterStatus {
 	return out
 }
 
-// Probe pings every master once, opening a connection (and so checking its
-// run_id) where none is open. It returns how many answered.
-//
-// It also sends a PING down each master's pipeline (to one of them, with
-// WithPipelines above 1), so that its connection is dialled and its
-// handshake done before the first lock operation: that operation would
-// otherwise fail at its node timeout while they run. Both PINGs may take
-// until ctx's deadline (the node timeout without one).
+// Probe pings every master once, down the pipeline of its lock commands
+// (to one of them, with WithPipelines above 1), opening its connection
+// (and so checking its run_id) where none is open, and returns how many
+// answered. The connection is then dialled and its handshake done before
+// the first lock operation, which would otherwise fail at its node timeout
+// while they run. The PINGs may take until ctx's deadline (the node
+// timeout without one).
 func (c *Client) Probe(ctx context.Context) int {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.opts.nodeTimeout)
 	}
-	warmed := make(chan struct{}, len(c.nodes)) // room for every answer: none waits
-	sent := 0
-	for _, n := range c.nodes {
-		if n.isDown() {
-			continue
-		}
-		sent++
-		n.batch.send(ctx, &call{args: []any{"ping"}, deadline: deadline, done: func(*redis.Cmd) { warmed <- struct{}{} }})
-	}
-	res := fanout(ctx, c, deadline, func(ctx context.Context, n *node) (struct{}, error) {
-		return struct{}{}, n.rdb.Ping(ctx).Err()
-	})
-	up := 0
-	for range c.nodes {
-		if r := <-res; r.err == nil {
-			up++
-		}
-	}
+	ch := fanoutUntil(c, deadline, func(_ *node, cl *call) { cl.args, cl.readOnly = pingArgs, true }, (*redis.Cmd).Result, nil)
 	// A worker answers a call by its deadline and one round trip; a client
 	// closed meanwhile may never answer.
-	t := time.NewTimer(time.Until(deadline) + c.opts.nodeTimeout)
-	defer t.Stop()
-	for ; sent > 0; sent-- {
-		select {
-		case <-warmed:
-		case <-t.C:
-			return up
-		}
-	}
-	return up
+	expire := time.NewTimer(time.Until(deadline) + c.opts.nodeTimeout)
+	defer expire.Stop()
+	t, _ := countVotesBy(c, ch, "", nil, func(any) vote { return voteYes }, expire.C)
+	return t.answered() - t.failed
 }
+
+var pingArgs = []any{"ping"}

@@ -475,15 +475,18 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
-	got := collect(fanoutScript(c, readScript, keys, nil, parseCopy, nil), len(c.nodes), func([]reply[heldCopy]) bool { return false })
-	var lefts []time.Duration
 	taint := taintKey(keys, value)
+	t, got := countVotes(c, fanoutScript(c, readScript, keys, nil, parseCopy, nil), taint, nil, func(h heldCopy) vote {
+		if h.value != nil && *h.value == value {
+			return voteYes
+		}
+		return voteNo
+	})
+	r = ExtendResult{Failed: t.failed, Withheld: t.withheld}
+	var lefts []time.Duration // what is left of each copy of value
 	for _, x := range got {
 		switch {
-		case x.err != nil:
-			r.Failed++
-		case !x.trusted || c.taintedFor(x.node, taint):
-			r.Withheld++
+		case x.err != nil || x.withheld:
 		case x.val.value == nil:
 			r.Absent++
 		case *x.val.value != value:
@@ -494,14 +497,14 @@ func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Dura
 			lefts = append(lefts, x.val.pttl)
 		}
 	}
-	unknown := r.Failed + r.Withheld
+	unknown := t.unknown() // every master answered: those that failed, and those whose vote is withheld
 	switch {
 	case r.NoTTL > 0:
 		return r, false, nil // no TTL to add to, as the libraries' scripts answer
-	case len(lefts)+unknown < c.quorum:
+	case t.lost() || len(lefts)+unknown < c.quorum:
 		return r, false, nil // not held
 	case unknown >= c.quorum:
-		return r, false, &QuorumError{Reachable: len(c.nodes) - unknown, Needed: c.quorum}
+		return r, false, t.err()
 	}
 	slices.SortFunc(lefts, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 	target := lefts[c.quorum-unknown-1] + ttl
@@ -544,32 +547,12 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 	}
 	args := []any{value}
 	ch := fanoutScript(c, releaseAllScript, keys, args, (*redis.Cmd).Int64Slice, nil)
-	perKey := make([]votes, len(keys))
-	for i := range perKey {
-		perKey[i] = c.newVotes()
-	}
-	taint := taintKey(keys, value)
-	decided := func() bool {
-		for i := range perKey {
-			if !perKey[i].decided() {
-				return false
-			}
+	perKey := countVotesEach(c, ch, len(keys), taintKey(keys, value), func(v []int64, i int) vote {
+		if i < len(v) && v[i] == 1 {
+			return voteYes
 		}
-		return true
-	}
-	for range c.nodes {
-		r := <-ch
-		for i := range perKey {
-			v := voteNo
-			if r.err == nil && i < len(r.val) && r.val[i] == 1 {
-				v = voteYes
-			}
-			perKey[i].add(r.node, r.err, v, !r.trusted || v == voteYes && c.taintedFor(r.node, taint))
-		}
-		if decided() {
-			break
-		}
-	}
+		return voteNo
+	})
 	released := 0
 	for _, t := range perKey {
 		switch {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -10,37 +9,11 @@ import (
 
 // reply is one master's answer to one step of a quorum operation.
 type reply[T any] struct {
-	node    *node
-	val     T
-	err     error
-	trusted bool // the restart guard lets this master's vote count
-}
-
-// fanout runs call on every master in parallel, each in a goroutine of its
-// own until deadline, and delivers the replies on a channel buffered to N,
-// so that no goroutine blocks once the caller has stopped reading. A call is
-// not cancelled when ctx is. Lock operations use fanoutCmd, which queues on
-// the pipelines instead; fanout serves Probe, whose PING goes through the
-// go-redis pool.
-func fanout[T any](ctx context.Context, c *Client, deadline time.Time, call func(ctx context.Context, n *node) (T, error)) <-chan reply[T] {
-	ch := make(chan reply[T], len(c.nodes))
-	base := context.WithoutCancel(ctx)
-	for _, n := range c.nodes {
-		if n.isDown() {
-			ch <- reply[T]{node: n, err: errMasterDown}
-			continue
-		}
-		go func(n *node) {
-			nctx, cancel := context.WithDeadline(base, deadline)
-			defer cancel()
-			start := time.Now()
-			v, err := call(nctx, n)
-			now := time.Now()
-			n.record(err, now.Sub(start), now)
-			ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)}
-		}(n)
-	}
-	return ch
+	node     *node
+	val      T
+	err      error
+	trusted  bool // the restart guard lets this master's vote count
+	withheld bool // countVotes withheld the vote (the restart guard, a taint)
 }
 
 // errMasterDown is the vote of a master that is marked down.
@@ -49,9 +22,23 @@ var errMasterDown = errors.New("master marked down")
 // collect reads replies until done says the outcome is decided or every
 // master has answered. It returns the replies read; late ones are dropped.
 func collect[T any](ch <-chan reply[T], n int, done func(got []reply[T]) bool) []reply[T] {
+	return collectBy(ch, n, done, nil)
+}
+
+// collectBy is collect that also stops when expire fires (nil: never).
+func collectBy[T any](ch <-chan reply[T], n int, done func(got []reply[T]) bool, expire <-chan time.Time) []reply[T] {
 	got := make([]reply[T], 0, n)
 	for len(got) < n {
-		got = append(got, <-ch)
+		if expire == nil {
+			got = append(got, <-ch)
+		} else {
+			select {
+			case r := <-ch:
+				got = append(got, r)
+			case <-expire:
+				return got
+			}
+		}
 		if done(got) {
 			break
 		}
@@ -158,23 +145,58 @@ func (t *votes) err() error {
 
 // countVotes reads the replies of one step, classing each answer with
 // class, until until says the outcome is decided (nil: until every master
-// has answered or timed out; (*votes).decided: as soon as it is). A yes from a master under the restart
-// guard, or tainted for key and token taint (if not empty), is withheld,
-// and so is a no from a guarded master. It returns the count and the
-// replies read; late ones are dropped.
+// has answered or timed out; (*votes).decided: as soon as it is). A yes
+// from a master under the restart guard, or tainted for key and token
+// taint (if not empty), is withheld, and so is a no from a guarded master.
+// It returns the count and the replies read, each marked withheld or not;
+// late ones are dropped.
 func countVotes[T any](c *Client, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote) (votes, []reply[T]) {
+	return countVotesBy(c, ch, taint, until, class, nil)
+}
+
+// countVotesBy is countVotes that also stops when expire fires (nil:
+// never), for a step whose masters may never answer.
+func countVotesBy[T any](c *Client, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote, expire <-chan time.Time) (votes, []reply[T]) {
 	t := c.newVotes()
-	got := collect(ch, len(c.nodes), func(got []reply[T]) bool {
-		r := got[len(got)-1]
-		if r.err != nil {
-			t.add(r.node, r.err, voteNo, false)
-		} else {
-			v := class(r.val)
-			t.add(r.node, nil, v, !r.trusted || v == voteYes && c.taintedFor(r.node, taint))
-		}
+	got := collectBy(ch, len(c.nodes), func(got []reply[T]) bool {
+		r := &got[len(got)-1]
+		r.withheld = countReply(c, &t, r, taint, class)
 		return until != nil && until(&t)
-	})
+	}, expire)
 	return t, got
+}
+
+// countVotesEach is countVotes for a step that decides k outcomes at once,
+// one per key: class classes an answer for the i-th of them. It reads
+// until every outcome is decided or every master has answered.
+func countVotesEach[T any](c *Client, ch <-chan reply[T], k int, taint string, class func(v T, i int) vote) []votes {
+	ts := make([]votes, k)
+	for i := range ts {
+		ts[i] = c.newVotes()
+	}
+	collect(ch, len(c.nodes), func(got []reply[T]) bool {
+		r := &got[len(got)-1]
+		decided := true
+		for i := range ts {
+			countReply(c, &ts[i], r, taint, func(v T) vote { return class(v, i) })
+			decided = decided && ts[i].decided()
+		}
+		return decided
+	})
+	return ts
+}
+
+// countReply adds one reply to t, its answer classed by class, and
+// reports whether its vote was withheld.
+func countReply[T any](c *Client, t *votes, r *reply[T], taint string, class func(T) vote) bool {
+	if r.err != nil {
+		t.add(r.node, r.err, voteNo, false)
+		return false
+	}
+	v := class(r.val)
+	withheld := !r.trusted || v == voteYes && c.taintedFor(r.node, taint)
+	t.add(r.node, nil, v, withheld)
+	return withheld
 }
 
 // taintedFor reports whether n's votes for the key and token of taint are
@@ -183,16 +205,27 @@ func (c *Client) taintedFor(n *node, taint string) bool {
 	return taint != "" && !c.off(GuardTaint) && n.tainted(taint)
 }
 
-// fanoutCmd is fanout without a goroutine per master: build makes each
-// master's command, and when its reply arrives, the worker that read it
-// parses it, calls after (if not nil) and delivers it. after also gets
-// errMasterDown for a master that was sent nothing. after must not block.
+// fanoutCmd sends one step's command to every master: build makes each
+// master's command, queued on that master's batcher (batch.go) with the
+// commands of every other operation, and when its reply arrives, the
+// worker that read it parses it, calls after (if not nil) and delivers it
+// on a channel buffered to N, so that no worker blocks once the caller has
+// stopped reading. after also gets errMasterDown for a master that was
+// sent nothing. after must not block. Every call has the node timeout.
 func fanoutCmd[T any](c *Client, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanoutUntil(c, time.Time{}, build, parse, after)
+}
+
+// fanoutUntil is fanoutCmd with the calls' deadline (zero: the node
+// timeout from now).
+func fanoutUntil[T any](c *Client, deadline time.Time, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
 	op := &fanoutOp[T]{
 		c: c, ch: make(chan reply[T], len(c.nodes)), start: time.Now(),
 		parse: parse, after: after, calls: make([]call, len(c.nodes)),
 	}
-	deadline := op.start.Add(c.opts.nodeTimeout)
+	if deadline.IsZero() {
+		deadline = op.start.Add(c.opts.nodeTimeout)
+	}
 	for i, n := range c.nodes {
 		if n.isDown() {
 			var zero T
@@ -216,7 +249,7 @@ func fanoutScript[T any](c *Client, s *script, keys []string, args []any, parse 
 	return fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = s, keys, args }, parse, after)
 }
 
-// fanoutOp is one fanoutCmd: one object answers every master's call.
+// fanoutOp is one fanoutUntil: one object answers every master's call.
 type fanoutOp[T any] struct {
 	c     *Client
 	ch    chan reply[T]
