@@ -63,6 +63,8 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
+	case isHashOp(spec) && lock > 0 && s.isLockKey(keys[0]):
+		s.runHashScript(c, st, spec, strs(keys), argv)
 	case spec != nil && spec.publish != nil && lock > 0:
 		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
 		// channel, which need not be a lock key.
@@ -77,6 +79,10 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case (spec == nil || lock == 0 || spec.kind == opNotALock) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
 	case spec == nil && lock > 0 && s.cfg.Proxy.UnknownScripts == "refuse":
+		if msg := redissonUnsupported(keys, src); msg != "" {
+			c.WriteError(msg)
+			return
+		}
 		c.WriteError(unknownScriptOnLockKey)
 	case spec == nil || lock == 0 || spec.kind == opNotALock:
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)

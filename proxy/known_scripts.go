@@ -72,6 +72,7 @@ type scriptSpec struct {
 	// refused, as SELECT is.
 	dbArg  int
 	shared bool // read/write acquire: a shared (read) lock
+	form   int  // Redisson's unlock: how it publishes, and whether it has a latch (redisson.go)
 	// acquire: a held key whose quorum value the caller may take over
 	reclaim  func(argv [][]byte, held string) bool
 	ok       string // the operation took effect on a quorum

@@ -1,0 +1,248 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+)
+
+// Redisson's lock scripts, exactly as RedissonLock, RedissonBaseLock and
+// LockTask send them (redisson/redisson, the versions named).
+const (
+	// redisson_le3.12.acquire
+	redissonAcquireLe312 = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+	// redisson_3.13-3.18.acquire
+	redissonAcquire313 = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+	// redisson_ge3.19.acquire
+	redissonAcquireGe319 = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+	// redisson_3.11-3.21.unlock
+	redissonUnlock311 = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;"
+	// redisson_3.22-3.23.unlock
+	redissonUnlock322 = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;"
+	// redisson_ge3.24.unlock
+	redissonUnlockGe324 = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; "
+	// redisson_le3.43.renew
+	redissonRenewLe343 = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;"
+	// redisson_ge3.44.renew_batch
+	redissonRenewBatch = "local result = {} for i = 1, #KEYS, 1 do if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1); else table.insert(result, 0); end; end; return result;"
+	// redisson.force_unlock
+	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 else return 0 end"
+)
+
+// redissonVersion is one generation of Redisson's lock scripts.
+type redissonVersion struct {
+	name                   string
+	acquire, unlock, renew string
+	unlockArgs             int  // 3 (≤ 3.21), 4 (3.22–3.23: the publish command), 5 (≥ 3.24: the latch)
+	batch                  bool // ≥ 3.44: LockTask's batched renewal
+	evalsha                bool // ≥ 3.46: useScriptCache, EVALSHA first
+}
+
+var redissonVersions = []redissonVersion{
+	{name: "3.12", acquire: redissonAcquireLe312, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
+	{name: "3.18", acquire: redissonAcquire313, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
+	{name: "3.21", acquire: redissonAcquireGe319, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
+	{name: "3.23", acquire: redissonAcquireGe319, unlock: redissonUnlock322, renew: redissonRenewLe343, unlockArgs: 4},
+	{name: "3.43", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewLe343, unlockArgs: 5},
+	{name: "3.44", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewBatch, unlockArgs: 5, batch: true},
+	{name: "3.46", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewBatch, unlockArgs: 5, batch: true, evalsha: true},
+}
+
+// redissonClient sends what Redisson sends for one lock: by EVAL, or from
+// 3.46 by EVALSHA, with SCRIPT LOAD and EVALSHA again on NOSCRIPT.
+type redissonClient struct {
+	c   *redis.Client
+	v   redissonVersion
+	key string
+}
+
+func (r redissonClient) eval(script string, keys []string, args ...any) string {
+	ctx := context.Background()
+	if !r.v.evalsha {
+		return replyOf(r.c.Eval(ctx, script, keys, args...).Result())
+	}
+	sha := redis.NewScript(script).Hash()
+	v, err := r.c.EvalSha(ctx, sha, keys, args...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if _, err := r.c.ScriptLoad(ctx, script).Result(); err != nil {
+			return replyOf(nil, err)
+		}
+		v, err = r.c.EvalSha(ctx, sha, keys, args...).Result()
+	}
+	return replyOf(v, err)
+}
+
+func (r redissonClient) channel() string { return "redisson_lock__channel:{" + r.key + "}" }
+
+func (r redissonClient) lock(holder string, lease int64) string {
+	return r.eval(r.v.acquire, []string{r.key}, lease, holder)
+}
+
+func (r redissonClient) unlock(holder, request string) string {
+	args := []any{0, 30000, holder, "publish", 5000}[:r.v.unlockArgs]
+	keys := []string{r.key, r.channel()}
+	if r.v.unlockArgs == 5 {
+		keys = append(keys, "redisson_unlock_latch:{"+r.key+"}:"+request)
+	}
+	return r.eval(r.v.unlock, keys, args...)
+}
+
+// afterUnlock is what Redisson sends once an unlock is answered: from
+// 3.24, DEL of its latch.
+func (r redissonClient) afterUnlock(request string) {
+	if r.v.unlockArgs == 5 {
+		r.c.Del(context.Background(), "redisson_unlock_latch:{"+r.key+"}:"+request)
+	}
+}
+
+func (r redissonClient) renew(holder string) string {
+	if r.v.batch {
+		return r.eval(r.v.renew, []string{r.key}, 30000, holder)
+	}
+	return r.eval(r.v.renew, []string{r.key}, 30000, holder)
+}
+
+func (r redissonClient) forceUnlock() string {
+	return r.eval(redissonForceUnlock, []string{r.key, r.channel()}, 0, "publish")
+}
+
+// replyOf writes a reply as a comparable string; a PTTL is compared
+// within a second (pttl:).
+func replyOf(v any, err error) string {
+	switch {
+	case err == redis.Nil:
+		return "nil"
+	case err != nil:
+		return "err:" + err.Error()
+	}
+	return fmt.Sprint(v)
+}
+
+// Redisson's RLock, replayed at the wire for two owners in every
+// generation of its scripts, through the proxy and on one plain Redis:
+// the replies match, the hash is on a quorum of masters while held, and a
+// subscriber through the proxy gets exactly one unlock message per release.
+func TestRedissonLockAtTheWire(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	plain := redistest.Start(t)
+	pc := plain.Client()
+	defer pc.Close()
+	ctx := context.Background()
+	for _, v := range redissonVersions {
+		t.Run(v.name, func(t *testing.T) {
+			key := e.key("lock-" + v.name)
+			prox, one := redissonClient{c: e.c, v: v, key: key}, redissonClient{c: pc, v: v, key: key}
+			subP := e.client().Subscribe(ctx, prox.channel())
+			defer subP.Close()
+			subOne := pc.Subscribe(ctx, one.channel())
+			defer subOne.Close()
+			for _, s := range []*redis.PubSub{subP, subOne} {
+				if _, err := s.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const a, b = "6f3e1a52-0c0b-4b35-9e1c-3d5a3e0b1f11:1", "0d9c2c4e-7a41-4f7e-8f8a-2b3c4d5e6f70:57"
+			held := func(what, holder, holds string) {
+				t.Helper()
+				n := 0
+				for _, m := range e.masters {
+					c := m.Client()
+					if h, _ := c.HGet(ctx, key, holder).Result(); h == holds {
+						n++
+					}
+					c.Close()
+				}
+				if n < 2 {
+					t.Fatalf("%s: %s holds %s on %d masters, want a majority", what, holder, holds, n)
+				}
+			}
+			step := func(what string, f func(r redissonClient) string, want string) {
+				t.Helper()
+				got, ref := f(prox), f(one)
+				if strings.HasPrefix(want, "pttl") {
+					var gp, rp int64
+					if _, err := fmt.Sscan(got, &gp); err != nil || gp <= 25000 || gp > 30000 {
+						t.Fatalf("%s: proxy answered %q, want the holder's PTTL", what, got)
+					}
+					if _, err := fmt.Sscan(ref, &rp); err != nil || rp-gp > 1000 || gp-rp > 1000 {
+						t.Fatalf("%s: proxy answered %s, one Redis %s", what, got, ref)
+					}
+					return
+				}
+				if got != ref || got != want {
+					t.Fatalf("%s: proxy answered %q, one Redis %q, want %q", what, got, ref, want)
+				}
+			}
+			renewed := "1"
+			notRenewed := "0"
+			if v.batch {
+				renewed, notRenewed = "[1]", "[0]"
+			}
+			step("A locks", func(r redissonClient) string { return r.lock(a, 30000) }, "nil")
+			held("A locks", a, "1")
+			step("A locks again (reentrant)", func(r redissonClient) string { return r.lock(a, 30000) }, "nil")
+			held("A reenters", a, "2")
+			step("B is refused with the TTL", func(r redissonClient) string { return r.lock(b, 30000) }, "pttl")
+			step("the watchdog renews A", func(r redissonClient) string { return r.renew(a) }, renewed)
+			step("B's renewal fails", func(r redissonClient) string { return r.renew(b) }, notRenewed)
+			step("A unlocks once: still held", func(r redissonClient) string { return r.unlock(a, "r1") }, "0")
+			held("A holds once", a, "1")
+			for _, r := range []redissonClient{prox, one} {
+				r.afterUnlock("r1")
+			}
+			step("B is refused still", func(r redissonClient) string { return r.lock(b, 30000) }, "pttl")
+			step("A unlocks twice: released", func(r redissonClient) string { return r.unlock(a, "r2") }, "1")
+			if v.unlockArgs == 5 {
+				// A retried unlock with the same latch answers again and
+				// publishes nothing more.
+				step("A's unlock retried", func(r redissonClient) string { return r.unlock(a, "r2") }, "1")
+			}
+			for _, r := range []redissonClient{prox, one} {
+				r.afterUnlock("r2")
+			}
+			step("A unlocks a third time: not held", func(r redissonClient) string { return r.unlock(a, "r3") }, "nil")
+			step("B, woken, locks", func(r redissonClient) string { return r.lock(b, 30000) }, "nil")
+			held("B locks", b, "1")
+			step("A is refused", func(r redissonClient) string { return r.lock(a, 30000) }, "pttl")
+			step("forceUnlock", func(r redissonClient) string { return r.forceUnlock() }, "1")
+			step("forceUnlock again", func(r redissonClient) string { return r.forceUnlock() }, "0")
+			eventually(t, "gone from every master", func() bool { return count(e.onMastersType(key), "none") == 3 })
+			// One message per release: the unlock's and forceUnlock's.
+			for name, s := range map[string]*redis.PubSub{"through the proxy": subP, "on one Redis": subOne} {
+				ch := s.Channel()
+				for i := 0; i < 2; i++ {
+					select {
+					case m := <-ch:
+						if m.Payload != "0" {
+							t.Fatalf("%s: message %q, want Redisson's UNLOCK_MESSAGE 0", name, m.Payload)
+						}
+					case <-time.After(2 * time.Second):
+						t.Fatalf("%s: %d unlock messages, want 2", name, i)
+					}
+				}
+				select {
+				case m := <-ch:
+					t.Fatalf("%s: a third message %v", name, m)
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
+// onMastersType returns the type of key on each master.
+func (e *env) onMastersType(key string) []string {
+	out := make([]string, len(e.masters))
+	for i, m := range e.masters {
+		c := m.Client()
+		out[i], _ = c.Type(context.Background(), key).Result()
+		c.Close()
+	}
+	return out
+}
