@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -19,8 +20,8 @@ type command struct {
 	// the client's input buffer take its next read (keepInput). SET and
 	// SETNX are most lock acquires.
 	releases bool
-	// getset: GET or SET, which pass through as they are for a key that is
-	// not a lock key (plainPassthrough).
+	// getset: GET, SET and the hash commands, which pass through as they
+	// are for a key that is not a lock key (plainPassthrough).
 	getset bool
 }
 
@@ -55,6 +56,12 @@ func init() {
 		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
 		"acl": cmdAdmin, "module": cmdAdmin,
 	}
+	for _, name := range hashReads {
+		handlers[name] = cmdHashRead
+	}
+	for _, name := range hashWrites {
+		handlers[name] = cmdHashWrite
+	}
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
 		handlers[name] = cmdBlocking
@@ -62,7 +69,7 @@ func init() {
 	commands = make(map[string]*command, len(handlers))
 	for name, h := range handlers {
 		commands[name] = &command{name: name, h: h,
-			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set"}
+			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || isHashCommand(name)}
 	}
 }
 
@@ -263,6 +270,12 @@ func (s *Server) multiRefusal(name string, args [][]byte) string {
 		return "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
 	}
 	return ""
+}
+
+func init() {
+	for _, name := range append(slices.Clone(hashReads), hashWrites...) {
+		lockCommands[name] = struct{}{}
+	}
 }
 
 // touchesLockKey reports whether a command would run on the quorum.

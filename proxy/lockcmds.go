@@ -115,10 +115,12 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	k, err := s.read(args[1])
+	k, typ, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
 		writeErr(c, err)
+	case typ != "string" && k.Exists:
+		c.WriteError(wrongType)
 	case k.Exists:
 		c.WriteBulkString(k.Value)
 	default:
@@ -142,7 +144,7 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	k, err := s.read(args[1])
+	k, _, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -168,7 +170,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			rest = append(rest, key)
 			continue
 		}
-		k, err := s.read(key)
+		k, _, err := s.readAnyType(key)
 		if err != nil {
 			writeErr(c, err)
 			return

@@ -131,7 +131,9 @@ func replyOf(v any, err error) string {
 func TestRedissonLockAtTheWire(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	plain := redistest.Start(t)
-	pc := plain.Client()
+	// The same client options on both sides (RESP3, as go-redis v9 speaks
+	// by default).
+	pc := redis.NewClient(&redis.Options{Addr: plain.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 	defer pc.Close()
 	ctx := context.Background()
 	for _, v := range redissonVersions {
@@ -188,6 +190,23 @@ func TestRedissonLockAtTheWire(t *testing.T) {
 			held("A locks", a, "1")
 			step("A locks again (reentrant)", func(r redissonClient) string { return r.lock(a, 30000) }, "nil")
 			held("A reenters", a, "2")
+			do := func(args ...any) func(r redissonClient) string {
+				return func(r redissonClient) string { return replyOf(r.c.Do(ctx, args...).Result()) }
+			}
+			// What Redisson reads of its lock: isLocked, getHoldCount,
+			// isHeldByThread, remainTimeToLive; and the rest of the hash.
+			step("EXISTS", do("exists", key), "1")
+			step("HGET (hold count)", do("hget", key, a), "2")
+			step("HEXISTS of the holder", do("hexists", key, a), "1")
+			step("HEXISTS of another", do("hexists", key, b), "0")
+			step("PTTL", do("pttl", key), "pttl")
+			step("HLEN", do("hlen", key), "1")
+			step("HGETALL", do("hgetall", key), "map["+a+":2]")
+			step("HMGET", do("hmget", key, a, b), "[2 <nil>]")
+			step("GET of the hash", do("get", key), "err:"+wrongTypeErr)
+			if got := replyOf(e.do("hincrby", key, a, 1)); !strings.HasPrefix(got, "err:ERR redlock-proxy: HINCRBY of a lock key is not served") {
+				t.Fatalf("HINCRBY of the lock through the proxy: %s", got)
+			}
 			step("B is refused with the TTL", func(r redissonClient) string { return r.lock(b, 30000) }, "pttl")
 			step("the watchdog renews A", func(r redissonClient) string { return r.renew(a) }, renewed)
 			step("B's renewal fails", func(r redissonClient) string { return r.renew(b) }, notRenewed)
@@ -206,6 +225,9 @@ func TestRedissonLockAtTheWire(t *testing.T) {
 			for _, r := range []redissonClient{prox, one} {
 				r.afterUnlock("r2")
 			}
+			step("EXISTS after the release", do("exists", key), "0")
+			step("PTTL after the release", do("pttl", key), "-2")
+			step("HGET after the release", do("hget", key, a), "nil")
 			step("A unlocks a third time: not held", func(r redissonClient) string { return r.unlock(a, "r3") }, "nil")
 			step("B, woken, locks", func(r redissonClient) string { return r.lock(b, 30000) }, "nil")
 			held("B locks", b, "1")
@@ -235,6 +257,8 @@ func TestRedissonLockAtTheWire(t *testing.T) {
 		})
 	}
 }
+
+const wrongTypeErr = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 // onMastersType returns the type of key on each master.
 func (e *env) onMastersType(key string) []string {
