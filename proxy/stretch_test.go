@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -18,19 +20,24 @@ import (
 // second client gets the lock its holder keeps for 27 s more.
 func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 	writers := []struct {
-		name   string
-		native bool // taken with LOCK.ACQUIRE
-		extend func(e *env, key string) (any, error)
+		name     string
+		native   bool // taken with LOCK.ACQUIRE
+		redisson bool // taken, and contended, with Redisson's lock script
+		extend   func(e *env, key string) (any, error)
 	}{
-		{"extend_script", false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
-		{"additive_extend_script", false, func(e *env, k string) (any, error) {
+		{"extend_script", false, false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
+		{"additive_extend_script", false, false, func(e *env, k string) (any, error) {
 			return e.do("EVAL", redistest.RedisPyExtend, 1, k, "A", 28000, "0")
 		}},
-		{"LOCK.EXTEND", true, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
-		{"PEXPIRE", false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
-		{"EXPIREAT", false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
-		{"SET_XX_PX", false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
-		{"GETEX", false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
+		{"LOCK.EXTEND", true, false, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
+		{"PEXPIRE", false, false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
+		{"EXPIREAT", false, false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
+		{"SET_XX_PX", false, false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
+		{"GETEX", false, false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
+		{"redisson_renewal", false, true, func(e *env, k string) (any, error) { return e.do("EVAL", redissonRenewLe343, 1, k, 30000, "A") }},
+		{"redisson_batched_renewal", false, true, func(e *env, k string) (any, error) {
+			return e.do("EVAL", redissonRenewBatch, 1, k, 30000, "A")
+		}},
 	}
 	for _, w := range writers {
 		for _, stretch := range []bool{true, false} {
@@ -44,9 +51,14 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 				})
 				key := e.key("k")
 				granted := time.Now()
-				if w.native {
+				switch {
+				case w.native:
 					must(e.do("LOCK.ACQUIRE", key, 2000, "TOKEN", "A"))
-				} else {
+				case w.redisson:
+					if v, err := e.do("EVAL", redissonAcquireGe319, 1, key, 2000, "A"); err != redis.Nil {
+						t.Fatalf("acquire: %v %v", v, err)
+					}
+				default:
 					mustEqual(t, "acquire", must(e.do("SET", key, "A", "NX", "PX", 2000)), any("OK"))
 				}
 				v, err := w.extend(e, key)
@@ -70,7 +82,15 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 					_, _ = e.do("GET", key) // the proxy reconnects, and sees the restarts
 					time.Sleep(100 * time.Millisecond)
 				}
-				b, err := e.do("SET", key, "B", "NX", "PX", 5000)
+				var b any
+				if w.redisson {
+					// Redisson's contender: nil is granted.
+					if b, err = e.do("EVAL", redissonAcquireGe319, 1, key, 5000, "B"); err == redis.Nil {
+						b, err = "OK", nil
+					}
+				} else {
+					b, err = e.do("SET", key, "B", "NX", "PX", 5000)
+				}
 				t.Logf("%s after the restarts: %v %v", fmt.Sprint(time.Since(granted).Round(time.Millisecond)), b, err)
 				switch {
 				case stretch && b == "OK":
