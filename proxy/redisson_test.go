@@ -270,3 +270,104 @@ func (e *env) onMastersType(key string) []string {
 	}
 	return out
 }
+
+// The quorum rules of a Redisson lock whose copies differ between masters:
+// a holder on a minority does not keep others out; a refused reentry gives
+// back only the hold it took, where it took it, and leaves the other
+// holder's hash alone; a split answers a TTL and leaves nothing behind.
+func TestRedissonQuorumRules(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	ctx := context.Background()
+	seed := func(key, holder string, holds int64, idx ...int) {
+		t.Helper()
+		for _, i := range idx {
+			c := e.masters[i].Client()
+			c.HSet(ctx, key, holder, holds)
+			c.PExpire(ctx, key, 20*time.Second)
+			c.Close()
+		}
+	}
+	holds := func(key, holder string) []string {
+		out := make([]string, len(e.masters))
+		for i, m := range e.masters {
+			c := m.Client()
+			out[i], _ = c.HGet(ctx, key, holder).Result()
+			c.Close()
+		}
+		return out
+	}
+	lock := func(key, holder string) (any, error) {
+		return e.do("EVAL", redissonAcquireGe319, 1, key, 30000, holder)
+	}
+
+	// B on one master only: A is granted on the other two.
+	k1 := e.key("minority")
+	seed(k1, "B", 1, 0)
+	if v, err := lock(k1, "A"); err != redis.Nil {
+		t.Fatalf("A with B on a minority: %v %v, want nil (granted)", v, err)
+	}
+	if got := holds(k1, "A"); count(got, "1") != 2 {
+		t.Fatalf("A's holds: %v", got)
+	}
+	mustEqual(t, "B's renewal on a minority", replyOf(e.do("EVAL", redissonRenewLe343, 1, k1, 30000, "B")), "0")
+
+	// A once on master 0, B on the others: A's reentry is refused with B's
+	// TTL, and master 0 gives back the hold it took, not A's first one.
+	k2 := e.key("reentry")
+	seed(k2, "A", 1, 0)
+	seed(k2, "B", 3, 1, 2)
+	v, err := lock(k2, "A")
+	if p, ok := v.(int64); err != nil || !ok || p <= 15000 || p > 20000 {
+		t.Fatalf("A's refused reentry: %v %v, want B's PTTL", v, err)
+	}
+	eventually(t, "the reentry given back", func() bool { return count(holds(k2, "A"), "1") == 1 })
+	mustEqual(t, "B's hash", fmt.Sprint(holds(k2, "B")), "[ 3 3]")
+	mustEqual(t, "HGET B's holds through the proxy", replyOf(e.do("HGET", k2, "B")), "3")
+	mustEqual(t, "A's unlock: not held", replyOf(e.do("EVAL", redissonUnlock311, 2, k2, "ch", 0, 30000, "A")), "nil")
+
+	// B on master 0, C on master 1: no quorum for A, whose copy on master
+	// 2 is taken back.
+	k3 := e.key("split")
+	seed(k3, "B", 1, 0)
+	seed(k3, "C", 1, 1)
+	if v, err := lock(k3, "A"); err != nil || v.(int64) <= 0 {
+		t.Fatalf("A in a split: %v %v, want a TTL", v, err)
+	}
+	eventually(t, "A's copy taken back", func() bool { return count(holds(k3, "A"), "") == 3 })
+	mustEqual(t, "EXISTS of a split lock", replyOf(e.do("EXISTS", k3)), "0")
+
+	// Counts that differ: a quorum still holds after one unlock when the
+	// quorum-th largest count is still positive.
+	k4 := e.key("counts")
+	seed(k4, "A", 2, 0, 1)
+	seed(k4, "A", 1, 2)
+	mustEqual(t, "HGET of differing counts", replyOf(e.do("HGET", k4, "A")), "2")
+	mustEqual(t, "first unlock", replyOf(e.do("EVAL", redissonUnlock311, 2, k4, "ch", 0, 30000, "A")), "0")
+	mustEqual(t, "second unlock", replyOf(e.do("EVAL", redissonUnlock311, 2, k4, "ch", 0, 30000, "A")), "1")
+	eventually(t, "released everywhere", func() bool { return count(e.onMastersType(k4), "none") == 3 })
+
+	// Two masters down: NOQUORUM, never "not held" or a TTL.
+	k5 := e.key("noquorum")
+	e.masters[1].Kill()
+	e.masters[2].Kill()
+	if _, err := lock(k5, "A"); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("lock with two masters down: %v", err)
+	}
+	if _, err := e.do("EVAL", redissonUnlock311, 2, k1, "ch", 0, 30000, "A"); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+		t.Fatalf("unlock with two masters down: %v", err)
+	}
+}
+
+// Redisson's fair and read/write locks are refused by name.
+func TestRedissonUnsupportedLocks(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	_, err := e.do("EVAL", "return 1", 3, key, "redisson_lock_queue:{"+key+"}", "redisson_lock_timeout:{"+key+"}", 30000, "A", 1)
+	if err == nil || !strings.Contains(err.Error(), "fair lock (RFairLock) is not supported") {
+		t.Fatalf("fair lock: %v", err)
+	}
+	_, err = e.do("EVAL", "local mode = redis.call('hget', KEYS[1], 'mode'); return mode", 1, key, 30000, "A")
+	if err == nil || !strings.Contains(err.Error(), "read/write lock (RReadWriteLock) is not supported") {
+		t.Fatalf("read/write lock: %v", err)
+	}
+}
