@@ -31,7 +31,8 @@
 //   - Lock scripts: eval.go (EVAL/EVALSHA, SCRIPT), scripts.go (normalising
 //     and recognising, the script cache), known_scripts.go (the libraries'
 //     scripts), custom_scripts.go ([[scripts]]), rwlock.go (Symfony's
-//     read/write locks).
+//     read/write locks), redisson.go (Redisson's RLock, a hash lock),
+//     hashcmds.go (hash commands of lock keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
