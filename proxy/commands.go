@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -20,8 +19,8 @@ type command struct {
 	// the client's input buffer take its next read (keepInput). SET and
 	// SETNX are most lock acquires.
 	releases bool
-	// getset: GET, SET and the hash commands, which pass through as they
-	// are for a key that is not a lock key (plainPassthrough).
+	// getset: GET, SET, HGET and HEXISTS, which pass through as they are
+	// for a key that is not a lock key (plainPassthrough).
 	getset bool
 }
 
@@ -56,12 +55,7 @@ func init() {
 		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
 		"acl": cmdAdmin, "module": cmdAdmin,
 	}
-	for _, name := range hashReads {
-		handlers[name] = cmdHashRead
-	}
-	for _, name := range hashWrites {
-		handlers[name] = cmdHashWrite
-	}
+	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
 		handlers[name] = cmdBlocking
@@ -69,7 +63,7 @@ func init() {
 	commands = make(map[string]*command, len(handlers))
 	for name, h := range handlers {
 		commands[name] = &command{name: name, h: h,
-			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || isHashCommand(name)}
+			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists"}
 	}
 }
 
@@ -270,12 +264,6 @@ func (s *Server) multiRefusal(name string, args [][]byte) string {
 		return "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
 	}
 	return ""
-}
-
-func init() {
-	for _, name := range append(slices.Clone(hashReads), hashWrites...) {
-		lockCommands[name] = struct{}{}
-	}
 }
 
 // touchesLockKey reports whether a command would run on the quorum.

@@ -32,7 +32,7 @@
 //     and recognising, the script cache), known_scripts.go (the libraries'
 //     scripts), custom_scripts.go ([[scripts]]), rwlock.go (Symfony's
 //     read/write locks), redisson.go (Redisson's RLock, a hash lock),
-//     hashcmds.go (hash commands of lock keys).
+//     hashcmds.go (Redisson's hash reads).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2

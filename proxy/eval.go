@@ -415,7 +415,7 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 	v, ok := arg(argv, spec.ttlArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.ttlUnit)
-	if !ok || err != nil || n > limit || n < -limit || ((spec.kind == opAcquire || spec.kind == opRWAcquire) && n <= 0) {
+	if !ok || err != nil || n > limit || n < -limit || ((spec.kind == opAcquire || spec.kind == opRWAcquire || spec.kind == opHashAcquire) && n <= 0) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}
