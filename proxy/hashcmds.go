@@ -8,13 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Redisson reads its lock with HGET and HEXISTS of the holder's field,
 // "<client UUID>:<thread id>" (getHoldCount, isHeldByThread). Of a lock
 // key, with such a field, they answer as one Redis holding the quorum's
-// state would (redlock.Client.ReadHash). Other hash commands, and these
+// state would (engine.Client.ReadHash). Other hash commands, and these
 // with other fields, pass through as they are: an application's hashes
 // are not locks, even where proxy.lock_keys matches them.
 
@@ -62,7 +62,7 @@ func isWrongType(err error) bool {
 
 // readAnyType is Server.read for EXISTS and PTTL, which answer for a key
 // of any type: a lock that is a hash is read as one.
-func (s *Server) readAnyType(key []byte) (redlock.KeyState, string, error) {
+func (s *Server) readAnyType(key []byte) (engine.KeyState, string, error) {
 	k, err := s.read(key)
 	if err == nil || !isWrongType(err) {
 		return k, "string", err
@@ -70,5 +70,5 @@ func (s *Server) readAnyType(key []byte) (redlock.KeyState, string, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	h, err := s.rl.ReadHash(ctx, string(key))
-	return redlock.KeyState{Exists: h.Type != "none", PTTL: h.PTTL}, h.Type, err
+	return engine.KeyState{Exists: h.Type != "none", PTTL: h.PTTL}, h.Type, err
 }

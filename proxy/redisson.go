@@ -9,14 +9,14 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Redisson's RLock (docs/clients.md#redisson): the lock is a hash whose
 // field, "<client id>:<thread id>", counts the holder's holds; contenders
 // are told the lock's PTTL and wait on the channel KEYS[2] for the unlock
 // message. Each script runs as a quorum operation on the hash lock
-// (redlock/hashlock.go).
+// (redlock/engine/hashlock.go).
 
 // The operations of Redisson's scripts.
 const (
@@ -120,7 +120,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *scriptSpec, keys
 		switch {
 		case err == nil:
 			c.WriteNull()
-		case !errors.Is(err, redlock.ErrNotAcquired):
+		case !errors.Is(err, engine.ErrNotAcquired):
 			writeErr(c, err)
 		default:
 			// Redisson waits this long for the unlock message, then tries
@@ -234,7 +234,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *scriptSpec, keys [
 		// Every master, as the script would set it; answered once a
 		// quorum has it.
 		q, n := s.rl.Quorum(), 0
-		s.rl.Broadcast(ctx, func([]redlock.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
+		s.rl.Broadcast(ctx, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
 	}
 	if out == 1 {
 		msg, _ := arg(argv, 0)
