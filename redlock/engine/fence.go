@@ -196,7 +196,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		if res.Grant != nil {
 			res.Grant.Holds, res.Grant.Votes = holds, t.yes
 		}
-	case heldByCount(holders, c.quorum):
+	case heldBy(holders, c.quorum) != nil:
 		err = ErrHeld
 	case t.reachable() < t.quorum:
 		err = t.err()
@@ -278,15 +278,6 @@ func singleCounter(c *Client, got []reply[fenceVote]) int64 {
 		}
 	}
 	return 0
-}
-
-func heldByCount(holders map[string]int, quorum int) bool {
-	for _, k := range holders {
-		if k >= quorum {
-			return true
-		}
-	}
-	return false
 }
 
 // parseFenceVote reads one master's reply to fenceAcquireScript.

@@ -398,14 +398,16 @@ func groupOf(typ string, fields map[string]string) string {
 // one a quorum holds, else, for counts, the quorum-th largest.
 func (c *Client) fieldValue(copies []map[string]string, f string) string {
 	seen := map[string]int{}
+	for _, m := range copies {
+		seen[m[f]]++
+	}
+	if v := heldBy(seen, c.quorum); v != nil {
+		return *v
+	}
 	var ns []int64
 	counts := true
 	for _, m := range copies {
-		v := m[f]
-		if seen[v]++; seen[v] >= c.quorum {
-			return v
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
+		n, err := strconv.ParseInt(m[f], 10, 64)
 		counts = counts && err == nil
 		ns = append(ns, n)
 	}

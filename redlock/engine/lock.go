@@ -341,16 +341,6 @@ func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 	n.batch.sendAsync(u)
 }
 
-// heldBy returns the value that a quorum of masters holds, if any.
-func heldBy(prevs map[string]int, quorum int) *string {
-	for p, k := range prevs {
-		if k >= quorum {
-			return &p
-		}
-	}
-	return nil
-}
-
 func parseSet(cmd *redis.Cmd) (setVote, error) {
 	v, err := cmd.Result()
 	switch {

@@ -270,3 +270,16 @@ func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
+
+// heldBy returns the value that a quorum of masters holds, if any, from
+// counts of the masters that answered by the value each holds: the one
+// rule for "held by another" (an acquire's refusal) beside the votes'
+// yes and no.
+func heldBy(counts map[string]int, quorum int) *string {
+	for v, k := range counts {
+		if k >= quorum {
+			return &v
+		}
+	}
+	return nil
+}
