@@ -197,7 +197,7 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 // forwardShared passes a batch of plain commands through on a shared
 // backend connection (mux.go), with r as its request (nil: a new one).
 func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command) {
-	s.m.passthrough.Add(float64(len(batch)))
+	s.m.Passthrough.Add(float64(len(batch)))
 	out, got, err := s.muxFor(c).do(r, batch)
 	if got > 0 {
 		c.WriteRaw(out)
@@ -213,7 +213,7 @@ func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command)
 
 // forwardMany is forward for several commands sent in one write.
 func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) {
-	s.m.passthrough.Add(float64(len(batch)))
+	s.m.Passthrough.Add(float64(len(batch)))
 	bc, pooled, err := s.backendFor(st, false)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
@@ -355,12 +355,12 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 		// A RESP3 client with a connection of its own (pubsub.go,
 		// tracking.go): the command runs there, its reply relayed.
 		if ss, ok := c.(*session); ok {
-			s.m.passthrough.Inc()
+			s.m.Passthrough.Inc()
 			s.sendSub(ss, st, args)
 			return
 		}
 	}
-	s.m.passthrough.Inc()
+	s.m.Passthrough.Inc()
 	bc, pooled, err := s.backendFor(st, pin)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")

@@ -21,7 +21,7 @@
 //   - Classification and dispatch: commands.go (the command table, handle:
 //     AUTH gate, MULTI, subscribed clients, plain passthrough, pipelined
 //     lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),
-//     info.go, admin.go (commands refused on a voting backend).
+//     info.go, admincmds.go (commands refused on a voting backend).
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).
 //   - Lock commands on the quorum: lockcmds.go (SET NX and its forms, GET,
@@ -38,6 +38,6 @@
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
 //     and RESP3), mux.go (the shared connection plain commands travel on),
 //     pubsub.go (a subscribed client's connection and its relay).
-//   - Admin surfaces: http.go (metrics, health, status page), metrics.go,
-//     status.go.
+//   - Admin surfaces: package admin (metrics, health, status page), given
+//     an admin.Source; server.go serves its handler.
 package proxy

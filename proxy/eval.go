@@ -177,7 +177,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 	}
 	start := time.Now()
 	_, extended, err := s.rl.Extend(ctx, key, token, ttl, engine.ExtendSet)
-	s.m.done(opExtend, extended, err, time.Since(start))
+	s.m.Extend(extended, err, time.Since(start))
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -212,7 +212,7 @@ func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, s
 	start := time.Now()
 	q := s.rl.Quorum()
 	r, err := s.rl.Release(ctx, key, token)
-	s.m.done(opRelease, r.Released(q), err, time.Since(start))
+	s.m.Release(r.Released(q), err, time.Since(start))
 	if r.Deleted > 0 {
 		st.releasedLease(key, token)
 	}
@@ -282,7 +282,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 			return
 		}
 		_, err = s.rl.AcquireAll(ctx, keys, token, ttl)
-		s.m.acquire(err, time.Since(start))
+		s.m.Acquire(err, time.Since(start))
 		if err == nil {
 			n = len(keys)
 		} else if errors.Is(err, engine.ErrNotAcquired) {
@@ -297,10 +297,10 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 		if extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
 			n = len(keys)
 		}
-		s.m.done(opExtend, extended, err, time.Since(start))
+		s.m.Extend(extended, err, time.Since(start))
 	case opRelease:
 		n, err = s.rl.ReleaseAll(ctx, keys, token)
-		s.m.done(opRelease, n > 0, err, time.Since(start))
+		s.m.Release(n > 0, err, time.Since(start))
 		for _, k := range keys {
 			st.releasedLease(k, token)
 		}
@@ -339,7 +339,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 			mode = engine.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
-		s.m.done(opExtend, extended, err, time.Since(start))
+		s.m.Extend(extended, err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)

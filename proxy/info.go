@@ -37,7 +37,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	})
 	section("Clients", func() {
 		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\nlock_waiters:%d\r\nlock_leases:%d\r\n",
-			s.clients.Load(), s.maxClients.Load(), counterValue(s.m.connections), s.waits.waiting(), s.leasesActive.Load())
+			s.clients.Load(), s.maxClients.Load(), s.m.Totals().Connections, s.waits.waiting(), s.leasesActive.Load())
 	})
 	section("Redlock", func() {
 		ms := s.rl.Status()
@@ -57,10 +57,9 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		for i, o := range others {
 			fmt.Fprintf(&b, "other_settings%d:%s\r\n", i, o)
 		}
+		t := s.m.Totals()
 		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\n",
-			count(s.m.acquires, ""), count(s.m.acquires, outGranted), count(s.m.acquires, outHeld), count(s.m.acquires, outNoQuorum),
-			count(s.m.acquires, outSpent)+count(s.m.acquires, outSplit)+count(s.m.acquires, outFailed),
-			count(s.m.releases, ""), count(s.m.extends, ""), counterValue(s.m.passthrough))
+			t.Acquires, t.Granted, t.Held, t.NoQuorum, t.OtherFailures, t.Releases, t.Extends, t.Passthrough)
 		for i, m := range ms {
 			state := "up"
 			if !m.Up {

@@ -41,7 +41,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if o.expire != "" && ttl <= 0 {
 		// An absolute time already past: Redis would store and drop it at
 		// once; as a lock it has no validity, so nothing is stored.
-		s.m.acquire(engine.ErrValiditySpent, 0)
+		s.m.Acquire(engine.ErrValiditySpent, 0)
 		c.WriteNull()
 		return
 	}
@@ -99,7 +99,7 @@ func (s *Server) acquireRaw(key, value string, ttl time.Duration) (engine.Acquir
 	defer cancel()
 	start := time.Now()
 	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
-	s.m.acquire(err, time.Since(start))
+	s.m.Acquire(err, time.Since(start))
 	if errors.Is(err, engine.ErrNoQuorum) {
 		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
 	}

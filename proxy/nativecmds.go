@@ -184,7 +184,7 @@ func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*engine.FenceGrant
 		r, err := s.rl.ReenterFenced(ctx, o.key, o.token, o.ttl)
 		cancel()
 		if r.Grant != nil {
-			s.m.acquire(err, time.Since(start))
+			s.m.Acquire(err, time.Since(start))
 			return r.Grant, nil
 		}
 	}
@@ -200,7 +200,7 @@ func (s *Server) fencedOnce(o acquireOpts) (*engine.FenceGrant, time.Duration, e
 	defer cancel()
 	start := time.Now()
 	r, err := s.rl.AcquireFenced(ctx, o.key, o.token, o.ttl, o.reentrant)
-	s.m.acquire(err, time.Since(start))
+	s.m.Acquire(err, time.Since(start))
 	return r.Grant, r.RetryIn, err
 }
 
@@ -234,7 +234,7 @@ func (s *Server) releaseNative(key, token string) (released, freed bool, err err
 	defer cancel()
 	start := time.Now()
 	r, err := s.rl.ReleaseFenced(ctx, key, token)
-	s.m.done(opRelease, r.Released, err, time.Since(start))
+	s.m.Release(r.Released, err, time.Since(start))
 	if r.Freed {
 		s.waits.wake(key)
 	}
@@ -276,7 +276,7 @@ func (s *Server) extendNative(key, token string, ttl time.Duration) (time.Durati
 	defer cancel()
 	start := time.Now()
 	v, ok, err := s.rl.ExtendFenced(ctx, key, token, ttl)
-	s.m.done(opExtend, ok, err, time.Since(start))
+	s.m.Extend(ok, err, time.Since(start))
 	return v, ok, err
 }
 

@@ -160,7 +160,7 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 	op := &pending{ss: ss, st: st, args: args, keys: keys, h: lookup(args[0]).h}
 	op.reply.b, op.reply.resp3 = op.small[:0], ss.wr.resp3
 	keepInput(ss) // the operation reads its arguments after this batch
-	s.m.pipelinedOps.Inc()
+	s.m.PipelinedOps.Inc()
 	if ss.queueReply(op) {
 		s.ops.run(op)
 	}

@@ -146,7 +146,7 @@ func (s *Server) openSub(ss *session, st *client, bc *backendConn) {
 	ss.subbed = true
 	ss.outMu.Unlock()
 	st.sub = sub
-	s.m.subscribers.Inc()
+	s.m.Subscribers.Inc()
 	go s.relay(ss, sub)
 }
 
@@ -176,7 +176,7 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 	}
 	if sub.resp3 && s.ownConnCommand(st, name, args) {
 		ss.waitIdle()
-		s.m.passthrough.Inc()
+		s.m.Passthrough.Inc()
 		s.sendSub(ss, st, args)
 		return true
 	}
@@ -195,7 +195,7 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 		if sub.resp3 {
 			ss.waitIdle()
 		}
-		s.m.passthrough.Inc()
+		s.m.Passthrough.Inc()
 		s.sendSub(ss, st, args)
 		return true
 	}
@@ -277,7 +277,7 @@ func (ss *session) endSubscription() {
 // client until either side fails, which closes the client, or the
 // connection is closed.
 func (s *Server) relay(ss *session, sub *subscription) {
-	defer s.m.subscribers.Dec()
+	defer s.m.Subscribers.Dec()
 	defer close(sub.done)
 	var buf []byte
 	for {

@@ -116,7 +116,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *scriptSpec, keys
 			return
 		}
 		r, err := s.rl.AcquireHash(ctx, key, holder, ttl)
-		s.m.acquire(err, time.Since(start))
+		s.m.Acquire(err, time.Since(start))
 		switch {
 		case err == nil:
 			c.WriteNull()
@@ -133,7 +133,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *scriptSpec, keys
 			return
 		}
 		_, extended, err := s.rl.ExtendHash(ctx, key, holder, ttl)
-		s.m.done(opExtend, extended, err, time.Since(start))
+		s.m.Extend(extended, err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -150,7 +150,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *scriptSpec, keys
 			return
 		}
 		deleted, err := s.broadcastCount([]byte("DEL"), []byte(key))
-		s.m.done(opRelease, deleted, err, time.Since(start))
+		s.m.Release(deleted, err, time.Since(start))
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -215,7 +215,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *scriptSpec, keys [
 	ctx, cancel := s.opContext()
 	defer cancel()
 	r, err := s.rl.ReleaseHash(ctx, keys[0], holder, ttl, latch)
-	s.m.done(opRelease, r.Held, err, time.Since(start))
+	s.m.Release(r.Held, err, time.Since(start))
 	var out int64
 	switch {
 	case err != nil:
@@ -267,7 +267,7 @@ func (s *Server) hashExtendBatch(c redcon.Conn, spec *scriptSpec, keys []string,
 			defer wg.Done()
 			start := time.Now()
 			_, out[i], errs[i] = s.rl.ExtendHash(ctx, k, string(argv[i+1]), ttl)
-			s.m.done(opExtend, out[i], errs[i], time.Since(start))
+			s.m.Extend(out[i], errs[i], time.Since(start))
 		}()
 	}
 	wg.Wait()

@@ -25,7 +25,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 			return
 		}
 		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.shared)
-		s.m.acquire(err, time.Since(start))
+		s.m.Acquire(err, time.Since(start))
 		ok = err == nil
 		if errors.Is(err, engine.ErrNotAcquired) {
 			err = nil
@@ -36,12 +36,12 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpe
 			return
 		}
 		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
-		s.m.done(opExtend, ok, err, time.Since(start))
+		s.m.Extend(ok, err, time.Since(start))
 	case opRWRelease:
 		var r engine.ReleaseResult
 		r, err = s.rl.ReleaseRW(ctx, key, token)
 		ok = r.Released(s.rl.Quorum())
-		s.m.done(opRelease, ok, err, time.Since(start))
+		s.m.Release(ok, err, time.Since(start))
 	case opRWHeld:
 		ok, err = s.rl.HeldRW(ctx, key, token)
 	}

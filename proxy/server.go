@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidwall/match"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/admin"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -57,8 +59,9 @@ type Server struct {
 	passthrough  atomic.Int64 // passthrough timeout, ns
 	idleTimeout  atomic.Int64 // ns
 	writeTimeout atomic.Int64 // ns
-	m            *metrics
-	status       *statusPage
+	m            *admin.Metrics
+	// statusRun samples the counters of the status page's rates.
+	statusRun    func(done <-chan struct{})
 	creds        *masterCreds // for the masters and the backend; a reload swaps them
 	auth         atomic.Pointer[clientAuth]
 	noLeaseRetry bool   // tests only: a lease's release on close is tried once
@@ -112,8 +115,14 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
 	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
-	s.m = newMetrics(s)
-	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	s.m = admin.NewMetrics(admin.Source{
+		Engine: rl, Clients: s.clients.Load, MaxClients: s.maxClients.Load, GuardWindow: s.guardWindow,
+		Listen: cfg.Proxy.Listen, Backend: s.be.addr, Version: Version, Started: s.started,
+		Logf: func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
+	})
+	h, run := s.m.Handler()
+	s.statusRun = run
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
 
@@ -198,7 +207,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 		return false
 	}
 	s.clients.Add(1)
-	s.m.connections.Inc()
+	s.m.Connections.Inc()
 	// With no password set, a client is the default user, authenticated from
 	// the start, and stays so if a reload sets one (as on Redis).
 	c.SetContext(&client{id: s.nextID.Add(1), authed: !s.authRequired()})
@@ -304,4 +313,38 @@ func (s *Server) isLockKey(key []byte) bool {
 		}
 	}
 	return false
+}
+
+// listenHTTP binds [metrics] listen, if set.
+func (s *Server) listenHTTP() error {
+	if s.cfg.Metrics.Listen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Metrics.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics.listen: %w", err)
+	}
+	s.httpLn = ln
+	return nil
+}
+
+// serveHTTP serves the metrics listener (package admin) until Close.
+func (s *Server) serveHTTP() {
+	if s.httpLn == nil {
+		return
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go s.statusRun(done)
+	if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error().Err(err).Msg("metrics server stopped")
+	}
+}
+
+// MetricsAddr is the address /metrics is served on, or nil.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
 }

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"math"
@@ -41,7 +41,7 @@ func TestStatusRates(t *testing.T) {
 
 // Everything shown is escaped.
 func TestStatusPageEscapes(t *testing.T) {
-	v := statusView{Version: Version, Masters: []masterView{{Addr: `"><b>x`, State: "down", LastError: "<script>alert(1)</script>"}}}
+	v := statusView{Version: "0.1.0", Masters: []masterView{{Addr: `"><b>x`, State: "down", LastError: "<script>alert(1)</script>"}}}
 	var b strings.Builder
 	if err := statusTmpl.Execute(&b, v); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	_ "embed"
@@ -29,16 +29,16 @@ const (
 // statusOp is one kind of quorum operation and the outcomes it counts.
 type statusOp struct {
 	name     string
-	vec      func(*metrics) *prometheus.CounterVec
+	vec      func(*Metrics) *prometheus.CounterVec
 	outcomes []string
 }
 
 var statusOps = []statusOp{
-	{opAcquireLbl, func(m *metrics) *prometheus.CounterVec { return m.acquires },
+	{opAcquireLbl, func(m *Metrics) *prometheus.CounterVec { return m.acquires },
 		[]string{outGranted, outHeld, outNoQuorum, outSpent, outSplit, outFailed}},
-	{opReleaseLbl, func(m *metrics) *prometheus.CounterVec { return m.releases },
+	{opReleaseLbl, func(m *Metrics) *prometheus.CounterVec { return m.releases },
 		[]string{outDone, outNotOwned, outNoQuorum, outFailed}},
-	{opExtendLbl, func(m *metrics) *prometheus.CounterVec { return m.extends },
+	{opExtendLbl, func(m *Metrics) *prometheus.CounterVec { return m.extends },
 		[]string{outDone, outNotOwned, outNoQuorum, outFailed}},
 }
 
@@ -50,13 +50,13 @@ type statusSample struct {
 
 // statusPage samples the counters and renders the page.
 type statusPage struct {
-	s    *Server
+	m    *Metrics
 	mu   sync.Mutex
 	ring []statusSample // oldest first, at most statusHistory+1
 }
 
-func newStatusPage(s *Server) *statusPage {
-	return &statusPage{s: s, ring: []statusSample{{at: s.started, counts: map[string]float64{}}}}
+func newStatusPage(m *Metrics) *statusPage {
+	return &statusPage{m: m, ring: []statusSample{{at: m.src.Started, counts: map[string]float64{}}}}
 }
 
 // run samples the counters once a second until done is closed.
@@ -86,7 +86,7 @@ func (p *statusPage) add(smp statusSample) {
 func (p *statusPage) read(now time.Time) statusSample {
 	smp := statusSample{at: now, counts: map[string]float64{}}
 	for _, op := range statusOps {
-		for outcome, v := range labelValues(op.vec(p.s.m)) {
+		for outcome, v := range labelValues(op.vec(p.m)) {
 			smp.counts[op.name+"/"+outcome] = v
 		}
 	}
@@ -175,16 +175,16 @@ func masterState(m engine.MasterStatus) string {
 
 // view gathers the page's data now.
 func (p *statusPage) view(now time.Time) statusView {
-	s := p.s
+	s := p.m.src
 	v := statusView{
-		Version: Version, GoVersion: runtime.Version(), PID: os.Getpid(), Now: now, StartedAt: s.started,
-		UptimeSeconds: int64(now.Sub(s.started).Seconds()), Listen: s.cfg.Proxy.Listen, Backend: s.be.addr,
-		Quorum: s.rl.Quorum(), Voters: s.rl.VotersAvailable(), Clients: s.clients.Load(), MaxClients: s.maxClients.Load(),
-		ConnectionsTotal: counterValue(s.m.connections), PassthroughTotal: counterValue(s.m.passthrough),
-		GuardWindowSecs: s.guardWindow().Seconds(), WindowSeconds: int(statusWindow / time.Second),
+		Version: s.Version, GoVersion: runtime.Version(), PID: os.Getpid(), Now: now, StartedAt: s.Started,
+		UptimeSeconds: int64(now.Sub(s.Started).Seconds()), Listen: s.Listen, Backend: s.Backend,
+		Quorum: s.Engine.Quorum(), Voters: s.Engine.VotersAvailable(), Clients: s.Clients(), MaxClients: s.MaxClients(),
+		ConnectionsTotal: counterValue(p.m.Connections), PassthroughTotal: counterValue(p.m.Passthrough),
+		GuardWindowSecs: s.GuardWindow().Seconds(), WindowSeconds: int(statusWindow / time.Second),
 	}
 	v.Ready = v.Voters >= v.Quorum
-	for _, m := range s.rl.Status() {
+	for _, m := range s.Engine.Status() {
 		v.Masters = append(v.Masters, masterView{
 			Addr: m.Addr, State: masterState(m), Durable: m.Durable, GuardLeftSeconds: m.GuardLeft.Seconds(),
 			Restarts: m.Restarts, ClockJumps: m.ClockJumps, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
@@ -287,7 +287,9 @@ func (p *statusPage) serveHTML(w http.ResponseWriter, r *http.Request) {
 	securePage(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusTmpl.Execute(w, p.view(time.Now())); err != nil {
-		p.s.log.Error().Err(err).Msg("status page")
+		if p.m.src.Logf != nil {
+			p.m.src.Logf(err, "status page")
+		}
 	}
 }
 

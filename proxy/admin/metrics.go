@@ -1,4 +1,8 @@
-package proxy
+// Package admin is the proxy's admin surfaces: its Prometheus metrics, the
+// status page and its JSON, and the HTTP handler that serves them with the
+// health and readiness checks. The proxy counts on Metrics and describes
+// itself in a Source; nothing here reaches into the proxy.
+package admin
 
 import (
 	"errors"
@@ -12,30 +16,54 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
-// metrics are the proxy's Prometheus metrics, in a registry of its own. INFO
-// reads the same counters.
-type metrics struct {
-	reg         *prometheus.Registry
-	acquires    *prometheus.CounterVec // by outcome
-	releases    *prometheus.CounterVec
-	extends     *prometheus.CounterVec
-	latency     *prometheus.HistogramVec // by op
-	passthrough prometheus.Counter
-	connections prometheus.Counter
-	// pipelinedOps counts lock operations that ran together with others
-	// of the same connection (pipeline.go).
-	pipelinedOps prometheus.Counter
-	// subscribers is the clients subscribed or tracking now (pubsub.go,
-	// tracking.go), each with a backend connection of its own.
-	subscribers prometheus.Gauge
+// Source is what the metrics and the status page read of the proxy.
+type Source struct {
+	Engine      *engine.Client       // the quorum: its masters and votes
+	Clients     func() int64         // client connections open
+	MaxClients  func() int64         // proxy.max_clients in force
+	GuardWindow func() time.Duration // the restart guard's window in force
+	Listen      string               // the proxy's address
+	Backend     string               // the passthrough backend's
+	Version     string               // the proxy's version
+	Started     time.Time
+	// Logf reports an error rendering the status page.
+	Logf func(err error, msg string)
+}
+
+// Metrics are the proxy's Prometheus metrics, in a registry of their own.
+// INFO reads the same counters (Totals).
+type Metrics struct {
+	reg      *prometheus.Registry
+	src      Source
+	acquires *prometheus.CounterVec // by outcome
+	releases *prometheus.CounterVec
+	extends  *prometheus.CounterVec
+	latency  *prometheus.HistogramVec // by op
+	// Passthrough counts commands passed through to the backend.
+	Passthrough prometheus.Counter
+	// Connections counts client connections accepted.
+	Connections prometheus.Counter
+	// PipelinedOps counts lock operations that ran together with others
+	// of the same connection.
+	PipelinedOps prometheus.Counter
+	// Subscribers is the clients subscribed or tracking now, each with a
+	// backend connection of its own.
+	Subscribers prometheus.Gauge
 
 	// The series each operation counts on, looked up once: by label
 	// values, a lookup hashed the labels on every operation.
 	acquireBy [len(acquireOutcomes)]prometheus.Counter
 	releaseBy [len(doneOutcomes)]prometheus.Counter
 	extendBy  [len(doneOutcomes)]prometheus.Counter
-	latencyOf [opAcquire + 1]prometheus.Observer // by opKind: opAcquire, opRelease, opExtend
+	latencyOf [3]prometheus.Observer // by op: opAcquire, opRelease, opExtend
 }
+
+// The kinds of quorum operation, as latencyOf's index.
+const (
+	opAcquire = iota
+	opRelease
+	opExtend
+)
 
 // Outcomes of quorum operations, as metric labels.
 const (
@@ -56,7 +84,7 @@ const (
 var (
 	acquireOutcomes = [...]string{outGranted, outHeld, outNoQuorum, outSpent, outSplit, outFailed}
 	doneOutcomes    = [...]string{outDone, outNotOwned, outNoQuorum, outFailed}
-	opLabels        = map[opKind]string{opAcquire: opAcquireLbl, opRelease: opReleaseLbl, opExtend: opExtendLbl}
+	opLabels        = [...]string{opAcquire: opAcquireLbl, opRelease: opReleaseLbl, opExtend: opExtendLbl}
 )
 
 // Indexes into acquireOutcomes and doneOutcomes.
@@ -76,9 +104,11 @@ const (
 	doneFailed
 )
 
-func newMetrics(s *Server) *metrics {
-	m := &metrics{
+// NewMetrics makes the metrics of the proxy src describes.
+func NewMetrics(src Source) *Metrics {
+	m := &Metrics{
 		reg: prometheus.NewRegistry(),
+		src: src,
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redlock_proxy_acquires_total",
 			Help: "Quorum acquires by outcome: granted, held_elsewhere, no_quorum, validity_spent, split_vote, error."}, []string{"outcome"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "redlock_proxy_releases_total",
@@ -88,30 +118,30 @@ func newMetrics(s *Server) *metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "redlock_proxy_operation_duration_seconds",
 			Help:    "Time to answer a quorum operation, by op: acquire, release, extend.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"op"}),
-		passthrough: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_passthrough_commands_total",
+		Passthrough: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_passthrough_commands_total",
 			Help: "Commands passed through to the backend."}),
-		connections: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_connections_total",
+		Connections: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_connections_total",
 			Help: "Client connections accepted."}),
-		pipelinedOps: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_pipelined_lock_operations_total",
+		PipelinedOps: prometheus.NewCounter(prometheus.CounterOpts{Name: "redlock_proxy_pipelined_lock_operations_total",
 			Help: "Lock operations that ran together with others pipelined on the same connection."}),
-		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_proxy_subscribers",
+		Subscribers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "redlock_proxy_subscribers",
 			Help: "Clients subscribed (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE) or tracking (CLIENT TRACKING) now, each with a backend connection of its own."}),
 	}
-	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.passthrough, m.connections, m.pipelinedOps, m.subscribers,
+	m.reg.MustRegister(m.acquires, m.releases, m.extends, m.latency, m.Passthrough, m.Connections, m.PipelinedOps, m.Subscribers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_clients", Help: "Client connections open."},
-			func() float64 { return float64(s.clients.Load()) }),
+			func() float64 { return float64(src.Clients()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_voters", Help: "Masters that can vote now (up, not guarded)."},
-			func() float64 { return float64(s.rl.VotersAvailable()) }),
+			func() float64 { return float64(src.Engine.VotersAvailable()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_quorum", Help: "Masters that must agree."},
-			func() float64 { return float64(s.rl.Quorum()) }),
+			func() float64 { return float64(src.Engine.Quorum()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_other_settings",
 			Help: "Settings published on the masters by other proxies (or clients) that differ from this proxy's: their locks and this proxy's do not exclude each other. Anything but 0 needs attention."},
-			func() float64 { return float64(len(s.rl.OtherSettings())) }),
+			func() float64 { return float64(len(src.Engine.OtherSettings())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_procs", Help: "Threads running Go code at once (GOMAXPROCS, set by proxy.procs)."},
 			func() float64 { return float64(runtime.GOMAXPROCS(0)) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "redlock_proxy_gc_percent", Help: "GOGC now: the heap growth, in percent of what the last collection found, that starts the next (set by proxy.gc_headroom)."},
 			gogc),
-		masterCollector{s.rl},
+		masterCollector{src.Engine},
 	)
 	for i, out := range acquireOutcomes {
 		m.acquireBy[i] = m.acquires.WithLabelValues(out)
@@ -126,8 +156,8 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// acquire counts one acquire by the error it ended with.
-func (m *metrics) acquire(err error, d time.Duration) {
+// Acquire counts one acquire by the error it ended with, and its time.
+func (m *Metrics) Acquire(err error, d time.Duration) {
 	out := acqFailed
 	switch {
 	case err == nil:
@@ -145,8 +175,13 @@ func (m *metrics) acquire(err error, d time.Duration) {
 	m.latencyOf[opAcquire].Observe(d.Seconds())
 }
 
-// done counts a release (op opRelease) or an extend (opExtend).
-func (m *metrics) done(op opKind, ok bool, err error, d time.Duration) {
+// Release counts one release: done (ok), not held, or failed (err).
+func (m *Metrics) Release(ok bool, err error, d time.Duration) { m.done(opRelease, ok, err, d) }
+
+// Extend counts one extend as Release counts a release.
+func (m *Metrics) Extend(ok bool, err error, d time.Duration) { m.done(opExtend, ok, err, d) }
+
+func (m *Metrics) done(op int, ok bool, err error, d time.Duration) {
 	out := doneNotOwned
 	switch {
 	case errors.Is(err, engine.ErrNoQuorum):
@@ -164,8 +199,24 @@ func (m *metrics) done(op opKind, ok bool, err error, d time.Duration) {
 	m.latencyOf[op].Observe(d.Seconds())
 }
 
-// count reads a counter's value (for INFO); vec's labels summed when
-// outcome is "".
+// Totals are the counters INFO shows.
+type Totals struct {
+	Acquires, Granted, Held, NoQuorum, OtherFailures int64
+	Releases, Extends, Passthrough, Connections      int64
+}
+
+// Totals reads the counters now.
+func (m *Metrics) Totals() Totals {
+	return Totals{
+		Acquires: count(m.acquires, ""), Granted: count(m.acquires, outGranted), Held: count(m.acquires, outHeld),
+		NoQuorum:      count(m.acquires, outNoQuorum),
+		OtherFailures: count(m.acquires, outSpent) + count(m.acquires, outSplit) + count(m.acquires, outFailed),
+		Releases:      count(m.releases, ""), Extends: count(m.extends, ""),
+		Passthrough: counterValue(m.Passthrough), Connections: counterValue(m.Connections),
+	}
+}
+
+// count reads a counter's value; vec's labels summed when outcome is "".
 func count(vec *prometheus.CounterVec, outcome string) int64 {
 	if outcome != "" {
 		return counterValue(vec.WithLabelValues(outcome))
@@ -230,4 +281,11 @@ func gogc() float64 {
 		return 0
 	}
 	return float64(s[0].Value.Uint64())
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,33 @@
+package admin
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves /metrics (Prometheus), /healthz (the process is alive),
+// /readyz (a quorum of masters can vote), and the status page at / with its
+// data at /status.json. Run samples the counters the page's rates come
+// from, once a second, until done is closed.
+func (m *Metrics) Handler() (h http.Handler, run func(done <-chan struct{})) {
+	mux := http.NewServeMux()
+	status := newStatusPage(m)
+	mux.HandleFunc("/", status.serveHTML)
+	mux.HandleFunc("/status.json", status.serveJSON)
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		v, q := m.src.Engine.VotersAvailable(), m.src.Engine.Quorum()
+		if v < q {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %d of the masters can vote, %d needed\n", v, q)
+			return
+		}
+		fmt.Fprintf(w, "ready: %d of the masters can vote, %d needed\n", v, q)
+	})
+	return mux, status.run
+}
