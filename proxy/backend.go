@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
 // backendConn is one raw connection to the passthrough backend. Replies are
@@ -35,12 +36,12 @@ func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
 		deadline = time.Now().Add(timeout)
 	}
 	_ = b.nc.SetDeadline(deadline)
-	b.buf = appendCommand(b.buf[:0], args)
+	b.buf = wire.AppendCommand(b.buf[:0], args)
 	if _, err := b.nc.Write(b.buf); err != nil {
 		return nil, err
 	}
 	var err error
-	b.buf, err = readReply(b.r, b.buf[:0])
+	b.buf, err = wire.ReadReply(b.r, b.buf[:0])
 	return b.buf, err
 }
 
@@ -51,14 +52,14 @@ func (b *backendConn) doMany(cmds []redcon.Command, timeout time.Duration, each 
 	_ = b.nc.SetDeadline(time.Now().Add(timeout))
 	b.buf = b.buf[:0]
 	for _, cmd := range cmds {
-		b.buf = appendRequest(b.buf, cmd)
+		b.buf = wire.AppendRequest(b.buf, cmd)
 	}
 	if _, err := b.nc.Write(b.buf); err != nil {
 		return 0, err
 	}
 	for i := range cmds {
 		var err error
-		if b.buf, err = readReply(b.r, b.buf[:0]); err != nil {
+		if b.buf, err = wire.ReadReply(b.r, b.buf[:0]); err != nil {
 			return i, err
 		}
 		each(b.buf)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -144,7 +145,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		st.proto = proto
 		setResp3(c, proto == 3)
 	}
-	writeMap(c, 7)
+	wire.WriteMap(c, 7)
 	c.WriteBulkString("server")
 	c.WriteBulkString("redis")
 	c.WriteBulkString("version")
@@ -164,7 +165,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // setResp3 sets the protocol of the replies the proxy writes to c.
 func setResp3(c redcon.Conn, on bool) {
 	if ss, ok := c.(*session); ok {
-		ss.wr.resp3 = on
+		ss.wr.RESP3 = on
 	}
 }
 
@@ -215,7 +216,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		c.WriteString("OK")
 	case sub == "info" && len(args) == 2:
-		writeVerbatim(c, s.clientLine(c, st)+"\n")
+		wire.WriteVerbatim(c, s.clientLine(c, st)+"\n")
 	case sub == "tracking":
 		s.clientTracking(c, st, args)
 	case sub == "caching" || sub == "trackinginfo" || sub == "getredir":

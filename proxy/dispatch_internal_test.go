@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/redcon"
 )
@@ -148,7 +149,7 @@ func FuzzDispatch(f *testing.F) {
 			t.Fatal(err)
 		}
 		r := bufio.NewReader(bytes.NewReader(out))
-		if _, err := readReply(r, nil); err != nil {
+		if _, err := wire.ReadReply(r, nil); err != nil {
 			t.Fatalf("%q: reply %q is not one RESP reply: %v", args, out, err)
 		}
 		// As on Redis, an UNSUBSCRIBE answers once per name it was given.
@@ -157,7 +158,7 @@ func FuzzDispatch(f *testing.F) {
 			replies = len(args) - 1
 		}
 		for i := 1; i < replies; i++ {
-			if _, err := readReply(r, nil); err != nil {
+			if _, err := wire.ReadReply(r, nil); err != nil {
 				t.Fatalf("%q: reply %d of %q is not a RESP reply: %v", args, i+1, out, err)
 			}
 		}

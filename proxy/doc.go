@@ -11,13 +11,13 @@
 //
 //   - Listener and lifecycle: server.go (Listen, Serve, accept, dispatch,
 //     Close), config.go, reload.go (SIGHUP), guards.go.
-//   - The client connection: clientconn.go (framing checks and limits,
-//     writes with deadlines), session.go (the read–run–reply loop), parse.go
-//     (commands of a read), resp.go (reading backend replies; respBuf, the
-//     replies the proxy writes, in RESP2 or RESP3), conn.go (per-client
-//     state), deadline.go (connection deadlines re-armed lazily), peer.go
-//     (whether a client closed its side), auth.go and credentials.go
-//     (client AUTH; masters' and backend's).
+//   - RESP framing: package wire (a client connection's framing checks,
+//     limits and writes with deadlines; the parser of a read's commands;
+//     reading backend replies; wire.Buf, the replies the proxy writes, in
+//     RESP2 or RESP3; lazily re-armed deadlines).
+//   - The client connection: session.go (the read–run–reply loop), conn.go
+//     (per-client state), auth.go and credentials.go (client AUTH; masters'
+//     and backend's).
 //   - Classification and dispatch: commands.go (the command table, handle:
 //     AUTH gate, MULTI, subscribed clients, plain passthrough, pipelined
 //     lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -69,7 +70,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.RunID)
 		}
 	})
-	writeVerbatim(c, b.String())
+	wire.WriteVerbatim(c, b.String())
 }
 
 func (s *Server) guardWindow() time.Duration {

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
 // Plain passthrough commands (no connection state: see plainPassthrough) of
@@ -149,7 +150,7 @@ func (m *muxConn) writer() {
 	defer close(m.pending)
 	var buf []*muxReq
 	var out []byte
-	var wdl lazyDeadline
+	var wdl wire.LazyDeadline
 	for {
 		select {
 		case <-m.wake:
@@ -170,7 +171,7 @@ func (m *muxConn) writer() {
 		out = out[:0]
 		for _, r := range buf {
 			for _, cmd := range r.cmds {
-				out = appendRequest(out, cmd)
+				out = wire.AppendRequest(out, cmd)
 			}
 		}
 		// The reader may start on the replies as soon as they come.
@@ -181,7 +182,7 @@ func (m *muxConn) writer() {
 				r.finish(errMuxClosed)
 			}
 		}
-		wdl.arm(m.nc.SetWriteDeadline, m.timeout())
+		wdl.Arm(m.nc.SetWriteDeadline, m.timeout())
 		if _, err := m.nc.Write(out); err != nil {
 			m.kill(err)
 			return
@@ -196,13 +197,13 @@ var errMuxClosed = errors.New("proxy: backend connection closed")
 
 func (m *muxConn) reader() {
 	var err error
-	var rdl lazyDeadline
+	var rdl wire.LazyDeadline
 	for r := range m.pending {
 		if err == nil {
 			// One deadline for the batch: its replies come together.
-			rdl.arm(m.nc.SetReadDeadline, m.timeout())
+			rdl.Arm(m.nc.SetReadDeadline, m.timeout())
 			for r.got < len(r.cmds) {
-				if r.out, err = readReply(m.r, r.out); err != nil {
+				if r.out, err = wire.ReadReply(m.r, r.out); err != nil {
 					m.kill(err)
 					break
 				}

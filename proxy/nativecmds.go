@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -150,8 +151,8 @@ func (s *Server) undoGrant(key string, g *engine.FenceGrant) {
 
 // clientGone reports whether c's client has closed its connection.
 func clientGone(c redcon.Conn) bool {
-	cc, ok := c.NetConn().(*clientConn)
-	return ok && cc.peerClosed()
+	cc, ok := c.NetConn().(*wire.Conn)
+	return ok && cc.PeerClosed()
 }
 
 func writeGrant(c redcon.Conn, g *engine.FenceGrant, err error) {
@@ -300,7 +301,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		nativeErr(c, err)
 		return
 	}
-	writeMap(c, 5) // field-value pairs, as HGETALL: an array of them in RESP2
+	wire.WriteMap(c, 5) // field-value pairs, as HGETALL: an array of them in RESP2
 	c.WriteBulkString("token")
 	writeOptString(c, info.Token)
 	c.WriteBulkString("fence")
@@ -318,14 +319,14 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if errors.As(m.Err, &re) {
 				msg = re.Error() // the master's own error reply
 			}
-			writeMap(c, 2)
+			wire.WriteMap(c, 2)
 			c.WriteBulkString("master")
 			c.WriteInt(i)
 			c.WriteBulkString("error")
 			c.WriteBulkString(msg)
 			continue
 		}
-		writeMap(c, 7)
+		wire.WriteMap(c, 7)
 		c.WriteBulkString("master")
 		c.WriteInt(i)
 		c.WriteBulkString("token")

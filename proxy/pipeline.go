@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -114,7 +115,7 @@ type pending struct {
 	args  [][]byte
 	keys  [][]byte // the keys it acts on (of args)
 	h     handler
-	reply respBuf  // its reply, written out in request order
+	reply wire.Buf // its reply, written out in request order
 	small [32]byte // reply's first storage: most replies fit
 	// Under session.outMu: how many earlier operations of the connection
 	// it waits for (it starts when none is left), and the later ones that
@@ -158,7 +159,7 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 	}
 	f.slots <- struct{}{} // blocks while max_inflight run
 	op := &pending{ss: ss, st: st, args: args, keys: keys, h: lookup(args[0]).h}
-	op.reply.b, op.reply.resp3 = op.small[:0], ss.wr.resp3
+	op.reply.B, op.reply.RESP3 = op.small[:0], ss.wr.RESP3
 	keepInput(ss) // the operation reads its arguments after this batch
 	s.m.PipelinedOps.Inc()
 	if ss.queueReply(op) {
@@ -192,7 +193,7 @@ func (ss *session) queueReply(op *pending) bool {
 	f := &ss.fly
 	ss.outMu.Lock()
 	defer ss.outMu.Unlock()
-	if !f.queued() && len(ss.wr.b) > 0 {
+	if !f.queued() && len(ss.wr.B) > 0 {
 		// What the session wrote before goes first.
 		_ = ss.flush()
 	}
@@ -252,7 +253,7 @@ func (ss *session) opDone(op *pending) {
 		p := f.queue[f.head]
 		f.queue[f.head] = nil
 		f.head++
-		out = append(out, p.reply.b...)
+		out = append(out, p.reply.B...)
 		if p.panic != nil {
 			out = redcon.AppendError(out, "ERR redlock-proxy: internal error; closing the connection")
 			ss.sendLocked(out)
@@ -354,7 +355,7 @@ func (p *opRunners) runner(op *pending) {
 
 // replyConn is what a lock operation in flight writes its reply to: a
 // buffer, which is written out in request order.
-type replyConn struct{ w *respBuf }
+type replyConn struct{ w *wire.Buf }
 
 var _ redcon.Conn = replyConn{}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -209,7 +210,7 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 // failure closes the client (its subscriptions are gone).
 func (s *Server) sendSub(ss *session, st *client, args [][]byte) bool {
 	sub := st.sub
-	sub.bc.buf = appendCommand(sub.bc.buf[:0], args)
+	sub.bc.buf = wire.AppendCommand(sub.bc.buf[:0], args)
 	_ = sub.bc.nc.SetWriteDeadline(time.Now().Add(s.passthroughTimeout()))
 	if _, err := sub.bc.nc.Write(sub.bc.buf); err != nil {
 		s.log.Warn().Err(err).Str("client", ss.addr).Msg("subscription connection failed; closing the client")
@@ -284,7 +285,7 @@ func (s *Server) relay(ss *session, sub *subscription) {
 		// No deadline: a subscriber waits for messages as long as it wants.
 		_ = sub.bc.nc.SetReadDeadline(time.Time{})
 		var err error
-		buf, err = readReply(sub.bc.r, buf[:0])
+		buf, err = wire.ReadReply(sub.bc.r, buf[:0])
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) { // not closed by endSubscription
 				s.log.Debug().Err(err).Str("client", ss.addr).Msg("subscription connection ended")

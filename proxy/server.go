@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/admin"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -128,8 +129,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 
 // Listen opens the configured listen address. It is separate from Serve so
 // a caller knows the address is bound before clients are started. Every
-// client connection is wrapped in a clientConn, which enforces the input
-// and output limits (see clientconn.go).
+// client connection is wrapped in a wire.Conn, which enforces the input
+// and output limits (package wire).
 func (s *Server) Listen() (net.Addr, error) {
 	nl, err := net.Listen("tcp", s.cfg.Proxy.Listen)
 	if err != nil {
@@ -138,7 +139,7 @@ func (s *Server) Listen() (net.Addr, error) {
 	if s.cfg.Proxy.TLS != nil {
 		nl = tls.NewListener(nl, s.cfg.Proxy.TLS) // the checks below see plain text
 	}
-	ln := &clientListener{Listener: nl, lim: limitsOf(s.cfg.Proxy), writeTimeout: &s.writeTimeout}
+	ln := &wire.Listener{Listener: nl, Limits: limitsOf(s.cfg.Proxy), WriteTimeout: &s.writeTimeout}
 	if err := s.listenHTTP(); err != nil {
 		nl.Close()
 		return nil, err
@@ -225,7 +226,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 // is left to expire, no longer renewed.
 func (s *Server) closed(c redcon.Conn, err error, byClient bool) {
 	s.clients.Add(-1)
-	var pe *protoError
+	var pe *wire.ProtoError
 	if errors.As(err, &pe) {
 		s.log.Info().Str("client", c.RemoteAddr()).Err(err).Msg("client closed: bad input")
 	} else if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -248,14 +249,14 @@ func (s *Server) closed(c redcon.Conn, err error, byClient bool) {
 //   - a client whose connection was closed (QUIT, a panic) or failed a
 //     write is gone: the rest of its pipeline is dropped, not run (a lock
 //     nobody will hear of is not taken), as Redis stops after QUIT;
-//   - the reply is handed to the clientConn at once, so that a batch of
+//   - the reply is handed to the wire.Conn at once, so that a batch of
 //     commands cannot pile up replies in redcon's buffer (small ones are
 //     still sent in one write at the end of the batch);
 //   - a panic in a handler closes that client with an error and is logged;
 //     the proxy and its other clients go on.
 func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
-	cc, _ := c.NetConn().(*clientConn)
-	if cc != nil && cc.gone() {
+	cc, _ := c.NetConn().(*wire.Conn)
+	if cc != nil && cc.Gone() {
 		return
 	}
 	if st, _ := c.Context().(*client); st != nil {
@@ -283,7 +284,7 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 }
 
 // handOver moves the replies written so far from redcon's buffer to the
-// clientConn, which sends them once a batch is done or 64 KB have piled up.
+// wire.Conn, which sends them once a batch is done or 64 KB have piled up.
 func handOver(c redcon.Conn) {
 	ss, ok := c.(*session)
 	if !ok {
@@ -297,9 +298,9 @@ func handOver(c redcon.Conn) {
 			return
 		}
 	}
-	ss.cc.hold = true
+	ss.cc.Hold(true)
 	_ = ss.flush()
-	ss.cc.hold = false
+	ss.cc.Hold(false)
 }
 
 // isLockKey reports whether key is served by the quorum (proxy.lock_keys).
@@ -339,6 +340,11 @@ func (s *Server) serveHTTP() {
 	if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log.Error().Err(err).Msg("metrics server stopped")
 	}
+}
+
+// limitsOf is the input limits of a client under c.
+func limitsOf(c ProxyConfig) wire.Limits {
+	return wire.NewLimits(int64(c.MaxBulkLen), int64(c.MaxQueryBuffer))
 }
 
 // MetricsAddr is the address /metrics is served on, or nil.

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -18,7 +19,7 @@ import (
 //
 //   - input is read straight into the session's buffer (no second copy),
 //     which starts at readBufMin and doubles for a bigger command, up to the
-//     limits the clientConn enforces;
+//     limits the wire.Conn enforces;
 //   - the commands of one read are run in order, as one batch: their
 //     arguments point into that read's buffer. If a command of the batch
 //     may keep its arguments (keepInput), the buffer is handed over to them
@@ -27,7 +28,7 @@ import (
 //     valid bytes, and a big buffer is dropped after use; otherwise the
 //     buffer, and the storage of the batch's commands, serve the next read;
 //   - replies are flushed once per batch (dispatch hands them to the
-//     clientConn after every command, which holds small ones back).
+//     wire.Conn after every command, which holds small ones back).
 
 // readBufMin is the input buffer of a client between commands, and
 // readBufBatch how far it grows for a client that pipelines (bufSizer).
@@ -69,10 +70,10 @@ func (b *bufSizer) next(read int, filled bool) int {
 // session is one client connection and the goroutine that serves it.
 type session struct {
 	s      *Server
-	cc     *clientConn
+	cc     *wire.Conn
 	addr   string
-	wr     respBuf // replies not yet handed to cc
-	werr   error   // the write to cc that failed: no more are tried
+	wr     wire.Buf // replies not yet handed to cc
+	werr   error    // the write to cc that failed: no more are tried
 	ctx    any
 	in     []byte           // input; in[:n] is read and not yet run
 	n      int              //
@@ -82,7 +83,7 @@ type session struct {
 	keep   bool             // a command of the batch may keep its arguments
 	sizer  bufSizer         // the size of the next fresh input buffer
 	// The storage of the last batch's commands and arguments, when nothing
-	// holds it any more: the next batch's go there (parseInto).
+	// holds it any more: the next batch's go there (wire.Parse).
 	spareCmds []redcon.Command
 	spareArgs [][]byte
 	// Reused by every plain passthrough batch (forwardPipeline): the list
@@ -148,10 +149,9 @@ func (s *Server) serveClients(ln net.Listener) error {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		cc, ok := nc.(*clientConn)
+		cc, ok := nc.(*wire.Conn)
 		if !ok {
-			cc = newClientConn(nc, limitsOf(s.cfg.Proxy), 0)
-			cc.writeTimeout = &s.writeTimeout
+			cc = wire.NewConn(nc, limitsOf(s.cfg.Proxy), &s.writeTimeout)
 		}
 		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
 		if !s.track(ss) {
@@ -215,12 +215,12 @@ func (ss *session) loop() error {
 		}
 		if ss.in == nil {
 			ss.in = make([]byte, readBufMin)
-		} else if len(ss.in)-ss.n < 2 { // clientConn.Read needs room for 2 bytes
+		} else if len(ss.in)-ss.n < 2 { // wire.Conn.Read needs room for 2 bytes
 			in := make([]byte, 2*len(ss.in))
 			copy(in, ss.in[:ss.n])
 			ss.in = in
 		}
-		if ss.cc.rerr != nil {
+		if ss.cc.Failed() {
 			// Read answers the input's error: after the replies of the
 			// commands before it, those in flight and those a subscription
 			// owes included.
@@ -231,7 +231,7 @@ func (ss *session) loop() error {
 		ss.n += k
 		if k > 0 {
 			next := ss.sizer.next(k, ss.n == len(ss.in))
-			cmds, slab, used, perr := parseInto(ss.in[:ss.n], ss.spareCmds, ss.spareArgs)
+			cmds, slab, used, perr := wire.Parse(ss.in[:ss.n], ss.spareCmds, ss.spareArgs)
 			ss.spareCmds, ss.spareArgs = nil, nil
 			if perr != nil {
 				ss.waitIdle()
@@ -340,9 +340,9 @@ func (ss *session) flush() error {
 	if ss.werr != nil {
 		return ss.werr
 	}
-	_, ss.werr = ss.cc.Write(ss.wr.b)
-	if ss.wr.b = ss.wr.b[:0]; cap(ss.wr.b) > maxReplyBuf || ss.werr != nil {
-		ss.wr.b = nil
+	_, ss.werr = ss.cc.Write(ss.wr.B)
+	if ss.wr.B = ss.wr.B[:0]; cap(ss.wr.B) > maxReplyBuf || ss.werr != nil {
+		ss.wr.B = nil
 	}
 	return ss.werr
 }
@@ -353,12 +353,12 @@ const maxReplyBuf = 64 << 10
 // queueWrittenLocked moves what the session wrote into a reply queued
 // behind those in flight; ss.outMu held.
 func (ss *session) queueWrittenLocked() {
-	if len(ss.wr.b) == 0 {
+	if len(ss.wr.B) == 0 {
 		return
 	}
 	p := &pending{ready: true}
-	p.reply.b = append(p.small[:0], ss.wr.b...)
-	ss.wr.b = ss.wr.b[:0]
+	p.reply.B = append(p.small[:0], ss.wr.B...)
+	ss.wr.B = ss.wr.B[:0]
 	ss.fly.queue = append(ss.fly.queue, p)
 }
 

@@ -28,8 +28,10 @@ done
 # A count, not a duration: with -fuzztime as a duration, Go's fuzzing
 # coordinator can fail a target with "context deadline exceeded" when the
 # time runs out while a worker is busy on a loaded machine (golang/go#75804).
-for target in FuzzInputFramer FuzzFramerWholeCommands FuzzParseCommands FuzzDispatch FuzzClassify FuzzParseSet FuzzNormalizeScript FuzzParseAcquire; do
-  if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 30000x ./proxy 2>&1); then
+for spec in ./proxy/wire:FuzzInputFramer ./proxy/wire:FuzzFramerWholeCommands ./proxy/wire:FuzzParseCommands \
+    ./proxy:FuzzDispatch ./proxy:FuzzClassify ./proxy:FuzzParseSet ./proxy:FuzzNormalizeScript ./proxy:FuzzParseAcquire; do
+  pkg=${spec%%:*} target=${spec#*:}
+  if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 30000x "$pkg" 2>&1); then
     echo "$out"; exit 1
   fi
   echo "fuzz $target: 30000 inputs, no failure"

@@ -1,7 +1,6 @@
-package proxy
+package wire
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,7 +60,7 @@ func readAll(rd *redcon.Reader) ([][]string, error) {
 // segments feeds data to a framer one byte at a time and returns the input
 // split at the end of each command it completed, up to an error, and that
 // error.
-func segments(data []byte, lim inputLimits) ([][]byte, error) {
+func segments(data []byte, lim Limits) ([][]byte, error) {
 	f := inputFramer{lim: lim}
 	buf := make([]byte, 2)
 	var segs [][]byte
@@ -81,10 +79,10 @@ func segments(data []byte, lim inputLimits) ([][]byte, error) {
 	return segs, nil
 }
 
-// framed parses data with redcon through a clientConn, chunk bytes per read.
-func framed(data []byte, lim inputLimits, chunk int) ([][]string, *fakeConn, error) {
+// framed parses data with redcon through a Conn, chunk bytes per read.
+func framed(data []byte, lim Limits, chunk int) ([][]string, *fakeConn, error) {
 	fc := &fakeConn{r: bytes.NewReader(data), chunk: chunk}
-	cmds, err := readAll(redcon.NewReader(newClientConn(fc, lim, 0)))
+	cmds, err := readAll(redcon.NewReader(NewConn(fc, lim, nil)))
 	return cmds, fc, err
 }
 
@@ -92,7 +90,7 @@ func framed(data []byte, lim inputLimits, chunk int) ([][]string, *fakeConn, err
 // command to redcon (or one redcon refuses), and that redcon reading through
 // the framer yields those commands. redcon drops the commands read along
 // with one it refuses, so then a prefix of them is enough.
-func checkAgainstRedcon(t *testing.T, data []byte, lim inputLimits, chunk int) {
+func checkAgainstRedcon(t *testing.T, data []byte, lim Limits, chunk int) {
 	t.Helper()
 	segs, ferr := segments(data, lim)
 	var want [][]string
@@ -121,7 +119,7 @@ func checkAgainstRedcon(t *testing.T, data []byte, lim inputLimits, chunk int) {
 	}
 }
 
-var testLimits = inputLimits{maxBulk: 1 << 10, maxQuery: 4 << 10, maxArgs: 64, maxInline: 512}
+var testLimits = Limits{maxBulk: 1 << 10, maxQuery: 4 << 10, maxArgs: 64, maxInline: 512}
 
 var framerCases = []string{
 	"PING\r\n",
@@ -175,8 +173,8 @@ func TestFramerErrors(t *testing.T) {
 		{"*3\r\n$1000\r\n" + strings.Repeat("x", 1000) + "\r\n$1000\r\n" + strings.Repeat("x", 1000) + "\r\n$1000\r\n" +
 			strings.Repeat("x", 1000) + "\r\n", "-ERR Protocol error: query buffer limit reached (proxy.max_query_buffer)\r\n"},
 	} {
-		_, fc, err := framed([]byte(tc.in), inputLimits{maxBulk: 1 << 10, maxQuery: 2500, maxArgs: 64, maxInline: 512}, 0)
-		var pe *protoError
+		_, fc, err := framed([]byte(tc.in), Limits{maxBulk: 1 << 10, maxQuery: 2500, maxArgs: 64, maxInline: 512}, 0)
+		var pe *ProtoError
 		if !errors.As(err, &pe) {
 			t.Fatalf("%q: error %v, want a protocol error", tc.in, err)
 		}
@@ -194,9 +192,9 @@ func TestTrickledBulkKeepsReaderShallow(t *testing.T) {
 	const size = 4 << 20
 	data := append([]byte("*2\r\n$4\r\nECHO\r\n$4194304\r\n"), bytes.Repeat([]byte("z"), size)...)
 	data = append(data, "\r\n"...)
-	lim := inputLimits{maxBulk: 8 << 20, maxQuery: 8 << 20, maxArgs: maxArgs, maxInline: maxInline}
+	lim := Limits{maxBulk: 8 << 20, maxQuery: 8 << 20, maxArgs: maxArgs, maxInline: maxInline}
 	fc := &fakeConn{r: bytes.NewReader(data), chunk: 1}
-	cc := newClientConn(fc, lim, 0)
+	cc := NewConn(fc, lim, nil)
 	counter := &countingReader{r: cc}
 	cmds, err := redcon.NewReader(counter).ReadCommands()
 	if err != nil || len(cmds) != 1 || len(cmds[0].Args[1]) != size {
@@ -217,7 +215,7 @@ func (c *countingReader) Read(p []byte) (int, error) { c.n++; return c.r.Read(p)
 
 // A giant declared bulk that never arrives costs only the bytes that did.
 func TestDeclaredBulkIsNotPreallocated(t *testing.T) {
-	lim := inputLimits{maxBulk: 2 << 30, maxQuery: 2 << 30, maxArgs: maxArgs, maxInline: maxInline}
+	lim := Limits{maxBulk: 2 << 30, maxQuery: 2 << 30, maxArgs: maxArgs, maxInline: maxInline}
 	data := append([]byte("*2\r\n$4\r\nECHO\r\n$1000000000\r\n"), bytes.Repeat([]byte("z"), 1<<20)...)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -247,7 +245,7 @@ func TestFramerPassesRESPUnchanged(t *testing.T) {
 // scanBytewise runs data through a framer one byte per call, as reads of
 // one byte would: what it passes on, where its last whole command ends, and
 // the error that stops it.
-func scanBytewise(data []byte, lim inputLimits) ([]byte, int, error) {
+func scanBytewise(data []byte, lim Limits) ([]byte, int, error) {
 	f := inputFramer{lim: lim}
 	buf := make([]byte, len(data)+1)
 	w, cut := 0, -1
@@ -271,7 +269,7 @@ func scanBytewise(data []byte, lim inputLimits) ([]byte, int, error) {
 
 // checkWholeCommands asserts that the framer reads data in one call, where
 // whole commands take the fast path, exactly as it does byte by byte.
-func checkWholeCommands(t *testing.T, data []byte, lim inputLimits) {
+func checkWholeCommands(t *testing.T, data []byte, lim Limits) {
 	t.Helper()
 	wantOut, wantCut, wantErr := scanBytewise(data, lim)
 	f := inputFramer{lim: lim}
@@ -285,7 +283,7 @@ func checkWholeCommands(t *testing.T, data []byte, lim inputLimits) {
 // The one-step path for whole commands agrees with the byte-by-byte one,
 // at and around every limit.
 func TestFramerWholeCommandsAsByteByByte(t *testing.T) {
-	lim := inputLimits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512}
+	lim := Limits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512}
 	bulk := func(n int) string { return fmt.Sprintf("$%d\r\n%s\r\n", n, strings.Repeat("x", n)) }
 	cases := append([]string{}, framerCases...)
 	cases = append(cases,
@@ -331,7 +329,7 @@ func FuzzFramerWholeCommands(f *testing.F) {
 	}
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkWholeCommands(t, data, inputLimits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512})
+		checkWholeCommands(t, data, Limits{maxBulk: 100, maxQuery: 200, maxArgs: 4, maxInline: 512})
 	})
 }
 
@@ -345,83 +343,4 @@ func FuzzInputFramer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		checkAgainstRedcon(t, data, testLimits, 1+int(chunk%32))
 	})
-}
-
-// A client's input buffer grows for reads that fill it, up to
-// readBufBatch, keeps its size through the short read of a pipeline's tail,
-// and shrinks back to readBufMin once its reads are small, so that a client
-// that pipelined once does not keep a big buffer while idle.
-func TestInputBufferFollowsTheReads(t *testing.T) {
-	var b bufSizer
-	n := readBufMin
-	for i := 0; i < 10; i++ {
-		n = b.next(n, true)
-	}
-	if n != readBufBatch {
-		t.Fatalf("after full reads: %d, want %d", n, readBufBatch)
-	}
-	for i := 0; i < 10; i++ {
-		b.next(n, true)
-		if m := b.next(40, false); m != readBufBatch {
-			t.Fatalf("a pipeline's tail after a full read: %d, want it kept at %d", m, readBufBatch)
-		}
-	}
-	for i := 0; i < 10*shrinkAfter; i++ {
-		n = b.next(40, false)
-	}
-	if n != readBufMin {
-		t.Fatalf("after small reads: %d, want %d", n, readBufMin)
-	}
-}
-
-// A command that keeps its arguments past its batch still finds them there
-// after the client's next read: the session reuses its input buffer only
-// after batches of plain passthrough commands (keepInput).
-func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
-	s := unreachableServer(t)
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve() }()
-	var mu sync.Mutex
-	var kept [][]byte
-	commands["test-keep"] = &command{name: "test-keep", h: func(_ *Server, c redcon.Conn, _ *client, args [][]byte) {
-		mu.Lock()
-		kept = append(kept, args[1])
-		mu.Unlock()
-		c.WriteString("OK")
-	}}
-	defer delete(commands, "test-keep")
-
-	nc, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	br := bufio.NewReader(nc)
-	send := func(cmd, want string) {
-		t.Helper()
-		if _, err := nc.Write([]byte(cmd)); err != nil {
-			t.Fatal(err)
-		}
-		line, err := br.ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, want) {
-			t.Fatalf("reply to %q: %q %v", cmd, line, err)
-		}
-	}
-	x := strings.Repeat("x", 100)
-	for i := 0; i < 3; i++ {
-		send("*2\r\n$9\r\ntest-keep\r\n$3\r\nabc\r\n", "+OK")
-		// Plain passthrough: the backend is unreachable, and its bytes
-		// land where "abc" was if the buffer was reused.
-		send("*2\r\n$3\r\nGET\r\n$100\r\n"+x+"\r\n", "-ERR redlock-proxy: passthrough backend")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i, k := range kept {
-		if string(k) != "abc" {
-			t.Fatalf("argument kept by command %d is now %q", i+1, k)
-		}
-	}
 }

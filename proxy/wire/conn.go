@@ -1,18 +1,21 @@
-package proxy
+package wire
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 )
 
 // Client input and output limits.
 //
 // A session (session.go) reads a client's input into a buffer that grows
-// for a big command and parses it with parseCommands. Between the two sits
-// clientConn, whose Read runs every byte through inputFramer, a small state
+// for a big command and parses it with ParseCommands. Between the two sits
+// Conn, whose Read runs every byte through inputFramer, a small state
 // machine that follows RESP framing (without building the command) and
 // checks it before the parser sees it:
 //
@@ -43,7 +46,7 @@ import (
 // Output: the replies to a whole batch would be collected in memory before
 // they are written, so a small batch of commands with large replies
 // (GET of a big value, many times over) could make that buffer huge. The
-// server therefore flushes after every command (Server.dispatch); clientConn
+// server therefore flushes after every command (Server.dispatch); Conn
 // holds small replies back until the batch ends, so pipelining still costs
 // one write per batch. A client that stops reading blocks its own goroutine
 // in that write, which then stops reading its input (TCP pushes back on the
@@ -67,16 +70,16 @@ const (
 	writeChunk = 64 << 10
 )
 
-// protoError is a malformed-input error; its text is Redis's.
-type protoError struct{ msg string }
+// ProtoError is a malformed-input error; its text is Redis's.
+type ProtoError struct{ msg string }
 
-func (e *protoError) Error() string { return "Protocol error: " + e.msg }
+func (e *ProtoError) Error() string { return "Protocol error: " + e.msg }
 
 var (
-	errMultibulkLen = &protoError{"invalid multibulk length"}
-	errBulkLen      = &protoError{"invalid bulk length"}
-	errInlineSize   = &protoError{"too big inline request"}
-	errQueryBuffer  = &protoError{"query buffer limit reached (proxy.max_query_buffer)"}
+	errMultibulkLen = &ProtoError{"invalid multibulk length"}
+	errBulkLen      = &ProtoError{"invalid bulk length"}
+	errInlineSize   = &ProtoError{"too big inline request"}
+	errQueryBuffer  = &ProtoError{"query buffer limit reached (proxy.max_query_buffer)"}
 )
 
 func errExpectedDollar(b byte) error {
@@ -84,16 +87,19 @@ func errExpectedDollar(b byte) error {
 	if b < ' ' || b > '~' {
 		s = fmt.Sprintf("\\x%02x", b)
 	}
-	return &protoError{"expected '$', got '" + s + "'"}
+	return &ProtoError{"expected '$', got '" + s + "'"}
 }
 
-// inputLimits configures an inputFramer.
-type inputLimits struct {
+// Limits configures an inputFramer.
+type Limits struct {
 	maxBulk, maxQuery, maxArgs, maxInline int64
 }
 
-func limitsOf(c ProxyConfig) inputLimits {
-	return inputLimits{maxBulk: int64(c.MaxBulkLen), maxQuery: int64(c.MaxQueryBuffer), maxArgs: maxArgs, maxInline: maxInline}
+// NewLimits are the limits of a client's input: the longest argument
+// (Redis's proto-max-bulk-len) and the most bytes of one unfinished command
+// (client-query-buffer-limit).
+func NewLimits(maxBulk, maxQuery int64) Limits {
+	return Limits{maxBulk: maxBulk, maxQuery: maxQuery, maxArgs: maxArgs, maxInline: maxInline}
 }
 
 // framer states.
@@ -113,7 +119,7 @@ const (
 // inputFramer follows the framing of one client's input; see the comment at
 // the top of this file.
 type inputFramer struct {
-	lim     inputLimits
+	lim     Limits
 	state   int
 	num     int64 // the number of the count or length line
 	digits  int   // its digits so far
@@ -320,28 +326,26 @@ func headerNumber(b []byte, j, end int) (int64, int, bool) {
 	return v, k + 2, true
 }
 
-// clientListener wraps every accepted connection in a clientConn.
-type clientListener struct {
+// Listener wraps every accepted connection in a Conn.
+type Listener struct {
 	net.Listener
-	lim          inputLimits
-	writeTimeout *atomic.Int64 // ns; a reload may change it
+	Limits       Limits
+	WriteTimeout *atomic.Int64 // ns; a reload may change it
 }
 
-func (l *clientListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	nc, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	c := newClientConn(nc, l.lim, 0)
-	c.writeTimeout = l.writeTimeout
-	return c, nil
+	return NewConn(nc, l.Limits, l.WriteTimeout), nil
 }
 
-// clientConn is a client connection as its session sees it: input checked
+// Conn is a client connection as its session sees it: input checked
 // by an inputFramer, output written with a progress deadline. The session
 // uses it from the client's goroutine only (Close and SetReadDeadline
 // excepted, which net.Conn allows).
-type clientConn struct {
+type Conn struct {
 	net.Conn
 	f            inputFramer
 	writeTimeout *atomic.Int64 // ns
@@ -350,18 +354,29 @@ type clientConn struct {
 	hold         bool          // Write may keep small output back (mid-batch)
 	out          []byte        // output kept back
 	werr         error         // a write failed: the client is gone
-	wdl          lazyDeadline  // the write deadline
+	wdl          LazyDeadline  // the write deadline
 	closed       atomic.Bool
 }
 
-func newClientConn(nc net.Conn, lim inputLimits, writeTimeout time.Duration) *clientConn {
-	c := &clientConn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: new(atomic.Int64)}
-	c.writeTimeout.Store(int64(writeTimeout))
-	return c
+// NewConn wraps nc. writeTimeout, in ns, may change while the connection
+// is open (a reload); nil: no write deadline.
+func NewConn(nc net.Conn, lim Limits, writeTimeout *atomic.Int64) *Conn {
+	if writeTimeout == nil {
+		writeTimeout = new(atomic.Int64)
+	}
+	return &Conn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: writeTimeout}
 }
 
+// Hold lets Write keep small output back (on) until it is set off, so that
+// the replies to a batch of commands go out in one write.
+func (c *Conn) Hold(on bool) { c.hold = on }
+
+// Failed reports whether the input failed: the next Read answers the error
+// (after the commands read before it).
+func (c *Conn) Failed() bool { return c.rerr != nil }
+
 // Read returns checked input once it holds a whole command or fills p.
-func (c *clientConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.fail(c.rerr)
 	}
@@ -403,8 +418,8 @@ func (c *clientConn) Read(p []byte) (int, error) {
 }
 
 // fail answers a protocol error once, as Redis does, and returns err.
-func (c *clientConn) fail(err error) error {
-	if pe, ok := err.(*protoError); ok && !c.told {
+func (c *Conn) fail(err error) error {
+	if pe, ok := err.(*ProtoError); ok && !c.told {
 		c.told = true
 		_ = c.send([]byte("-ERR " + pe.Error() + "\r\n"))
 	}
@@ -412,7 +427,7 @@ func (c *clientConn) fail(err error) error {
 }
 
 // Write sends b, or keeps it back while hold is set and little is kept.
-func (c *clientConn) Write(b []byte) (int, error) {
+func (c *Conn) Write(b []byte) (int, error) {
 	if c.werr != nil {
 		return 0, c.werr
 	}
@@ -442,10 +457,10 @@ func (c *clientConn) Write(b []byte) (int, error) {
 
 // send writes b in chunks, each under its own deadline: a slow reader that
 // keeps reading is served, one that stops is cut off.
-func (c *clientConn) send(b []byte) error {
+func (c *Conn) send(b []byte) error {
 	for len(b) > 0 {
 		k := min(len(b), writeChunk)
-		c.wdl.arm(c.Conn.SetWriteDeadline, time.Duration(c.writeTimeout.Load()))
+		c.wdl.Arm(c.Conn.SetWriteDeadline, time.Duration(c.writeTimeout.Load()))
 		n, err := c.Conn.Write(b[:k])
 		b = b[n:]
 		if err != nil {
@@ -456,11 +471,22 @@ func (c *clientConn) send(b []byte) error {
 }
 
 // Close closes the connection.
-func (c *clientConn) Close() error {
+func (c *Conn) Close() error {
 	c.closed.Store(true)
 	return c.Conn.Close()
 }
 
-// gone reports whether the connection was closed or a write to it failed:
+// Gone reports whether the connection was closed or a write to it failed:
 // the rest of the client's pipeline is not to be run.
-func (c *clientConn) gone() bool { return c.werr != nil || c.closed.Load() }
+func (c *Conn) Gone() bool { return c.werr != nil || c.closed.Load() }
+
+// PeerClosed reports whether the client has closed its side of the
+// connection: a read would return end of file now. It looks without
+// taking anything and without waiting. Input the client has already sent
+// counts as alive; a TLS client is not known without reading.
+func (c *Conn) PeerClosed() bool {
+	if _, ok := c.Conn.(*tls.Conn); ok {
+		return false
+	}
+	return peek.Of(c.Conn) == peek.EOF
+}

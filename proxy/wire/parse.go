@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"bytes"
@@ -8,25 +8,25 @@ import (
 
 // errUnbalancedQuotes is Redis's reply to an inline command with an open
 // quote.
-var errUnbalancedQuotes = &protoError{"unbalanced quotes in request"}
+var errUnbalancedQuotes = &ProtoError{"unbalanced quotes in request"}
 
-// parseCommands splits b into the whole commands at its start: RESP
+// ParseCommands splits b into the whole commands at its start: RESP
 // multibulk commands, whose arguments point into b, and inline commands,
 // whose arguments are copies. used is the length of those commands; the
 // rest of b is an unfinished command. A multibulk command's Raw is its
 // bytes in b: as numbers with a leading zero are refused, exactly
-// appendCommand's encoding of its arguments. Inline commands have none. The inputFramer has already checked
+// AppendCommand's encoding of its arguments. Inline commands have none. The inputFramer has already checked
 // the framing and the limits of these bytes.
-func parseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
-	cmds, _, used, err = parseInto(b, nil, nil)
+func ParseCommands(b []byte) (cmds []redcon.Command, used int, err error) {
+	cmds, _, used, err = Parse(b, nil, nil)
 	return cmds, used, err
 }
 
-// parseInto is parseCommands into the storage of an earlier batch that
+// Parse is ParseCommands into the storage of an earlier batch that
 // nothing holds any more, when cmds or slab are not nil: the commands are
 // appended to cmds, and their arguments taken from slab while they fit. It
 // also returns the slab the last arguments came from (nil if none).
-func parseInto(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Command, _ [][]byte, used int, err error) {
+func Parse(b []byte, cmds []redcon.Command, slab [][]byte) (_ []redcon.Command, _ [][]byte, used int, err error) {
 	// Without a slab to reuse, the first command's arguments get an
 	// allocation of their own: most reads hold just one. Those of the
 	// commands after it share larger ones (slab), sized for what the rest

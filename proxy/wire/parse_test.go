@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"bytes"
@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// sessionRead reads data through a clientConn, chunk bytes per read, as a
-// session does, and parses it with parseCommands: the commands' arguments,
+// sessionRead reads data through a Conn, chunk bytes per read, as a
+// session does, and parses it with ParseCommands: the commands' arguments,
 // and the error that ended it.
-func sessionRead(data []byte, lim inputLimits, chunk int) ([][]string, error) {
+func sessionRead(data []byte, lim Limits, chunk int) ([][]string, error) {
 	fc := &fakeConn{r: bytes.NewReader(data), chunk: chunk}
-	cc := newClientConn(fc, lim, 0)
-	buf, n := make([]byte, readBufMin), 0
+	cc := NewConn(fc, lim, nil)
+	buf, n := make([]byte, 512), 0
 	var out [][]string
 	for {
 		if len(buf)-n < 2 {
@@ -23,9 +23,9 @@ func sessionRead(data []byte, lim inputLimits, chunk int) ([][]string, error) {
 		k, err := cc.Read(buf[n:])
 		n += k
 		if k > 0 {
-			cmds, used, perr := parseCommands(buf[:n])
+			cmds, used, perr := ParseCommands(buf[:n])
 			for _, c := range cmds {
-				if c.Raw != nil && !bytes.Equal(c.Raw, appendCommand(nil, c.Args)) {
+				if c.Raw != nil && !bytes.Equal(c.Raw, AppendCommand(nil, c.Args)) {
 					return out, &rawMismatch{raw: c.Raw, args: c.Args}
 				}
 				args := make([]string, len(c.Args))
@@ -114,7 +114,7 @@ func FuzzParseCommands(f *testing.F) {
 }
 
 // A multibulk command keeps its own bytes (Raw), to be passed on as they
-// are: they are what appendCommand writes for its arguments, because a
+// are: they are what AppendCommand writes for its arguments, because a
 // number written with a leading zero (which Redis refuses) is refused.
 // Inline commands keep none.
 func TestParsedCommandsKeepTheirBytes(t *testing.T) {
@@ -132,7 +132,7 @@ func TestParsedCommandsKeepTheirBytes(t *testing.T) {
 		{in: "*02\r\n$3\r\nGET\r\n$1\r\nk\r\n", err: true},
 		{in: "*2\r\n$3\r\nGET\r\n$00\r\n\r\n", err: true},
 	} {
-		cmds, used, err := parseCommands([]byte(tc.in))
+		cmds, used, err := ParseCommands([]byte(tc.in))
 		if tc.err {
 			if err == nil || len(cmds) != 0 {
 				t.Errorf("%q: %q, %v; want a protocol error", tc.in, cmds, err)
@@ -146,8 +146,8 @@ func TestParsedCommandsKeepTheirBytes(t *testing.T) {
 		if (raw != nil) != tc.raw || (raw != nil && string(raw) != tc.in) {
 			t.Errorf("%q: Raw %q", tc.in, raw)
 		}
-		if enc := appendCommand(nil, cmds[0].Args); string(appendRequest(nil, cmds[0])) != string(enc) {
-			t.Errorf("%q: sent as %q, want %q", tc.in, appendRequest(nil, cmds[0]), enc)
+		if enc := AppendCommand(nil, cmds[0].Args); string(AppendRequest(nil, cmds[0])) != string(enc) {
+			t.Errorf("%q: sent as %q, want %q", tc.in, AppendRequest(nil, cmds[0]), enc)
 		}
 	}
 }
@@ -172,7 +172,7 @@ func TestParsedCommandsDoNotShareArguments(t *testing.T) {
 		}
 		want = append(want, args)
 	}
-	cmds, used, err := parseCommands([]byte(in.String()))
+	cmds, used, err := ParseCommands([]byte(in.String()))
 	if err != nil || used != in.Len() || len(cmds) != len(want) {
 		t.Fatalf("parsed %d commands, %d of %d bytes, %v", len(cmds), used, in.Len(), err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"bufio"
@@ -8,11 +8,11 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-var errBadReply = errors.New("proxy: malformed reply from backend")
+var errBadReply = errors.New("wire: malformed reply from backend")
 
-// readReply appends one whole reply, as raw bytes, from r to buf: RESP2,
+// ReadReply appends one whole reply, as raw bytes, from r to buf: RESP2,
 // or RESP3 on a connection that said HELLO 3.
-func readReply(r *bufio.Reader, buf []byte) ([]byte, error) {
+func ReadReply(r *bufio.Reader, buf []byte) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		return buf, err
@@ -48,13 +48,13 @@ func readReply(r *bufio.Reader, buf []byte) ([]byte, error) {
 			n *= 2 // a key and a value each
 		}
 		for i := 0; i < n; i++ {
-			if buf, err = readReply(r, buf); err != nil {
+			if buf, err = ReadReply(r, buf); err != nil {
 				return buf, err
 			}
 		}
 		if kind == '|' {
 			// Attributes come before the reply they describe.
-			return readReply(r, buf)
+			return ReadReply(r, buf)
 		}
 		return buf, nil
 	}
@@ -73,18 +73,18 @@ func readFull(r *bufio.Reader, b []byte) (int, error) {
 	return n, nil
 }
 
-// appendRequest appends a client's command as it goes to the backend: its
-// own bytes when the parser kept them (Raw: exactly appendCommand's
+// AppendRequest appends a client's command as it goes to the backend: its
+// own bytes when the parser kept them (Raw: exactly AppendCommand's
 // encoding), else its arguments encoded.
-func appendRequest(buf []byte, cmd redcon.Command) []byte {
+func AppendRequest(buf []byte, cmd redcon.Command) []byte {
 	if cmd.Raw != nil {
 		return append(buf, cmd.Raw...)
 	}
-	return appendCommand(buf, cmd.Args)
+	return AppendCommand(buf, cmd.Args)
 }
 
-// appendCommand appends args as a RESP array of bulk strings.
-func appendCommand(buf []byte, args [][]byte) []byte {
+// AppendCommand appends args as a RESP array of bulk strings.
+func AppendCommand(buf []byte, args [][]byte) []byte {
 	buf = append(buf, '*')
 	buf = strconv.AppendInt(buf, int64(len(args)), 10)
 	buf = append(buf, '\r', '\n')
@@ -98,32 +98,34 @@ func appendCommand(buf []byte, args [][]byte) []byte {
 	return buf
 }
 
-// respBuf collects replies in RESP: the writing half of a redcon.Conn, for
-// a session's replies and for each lock operation's in flight. With resp3,
+// Buf collects replies in RESP: the writing half of a redcon.Conn, for a
+// session's replies and for each lock operation's in flight. With RESP3,
 // the types RESP3 has of its own are written in RESP3 (null, map,
 // verbatim string); RESP2 otherwise.
-type respBuf struct {
-	b     []byte
-	resp3 bool
+type Buf struct {
+	B     []byte // the replies written
+	RESP3 bool   // the client speaks RESP3
 }
 
-func (r *respBuf) WriteMap(pairs int) {
-	if r.resp3 {
-		r.b = appendPrefix(r.b, '%', pairs)
+// WriteMap writes the header of a map of pairs entries: a RESP3 map, or in
+// RESP2 an array of twice as many elements.
+func (r *Buf) WriteMap(pairs int) {
+	if r.RESP3 {
+		r.B = appendPrefix(r.B, '%', pairs)
 		return
 	}
-	r.b = redcon.AppendArray(r.b, 2*pairs)
+	r.B = redcon.AppendArray(r.B, 2*pairs)
 }
 
 // WriteVerbatim writes a text reply: a verbatim string ("txt") in RESP3,
 // as Redis answers INFO and CLIENT INFO, a bulk string in RESP2.
-func (r *respBuf) WriteVerbatim(s string) {
-	if r.resp3 {
-		r.b = appendPrefix(r.b, '=', len(s)+4)
-		r.b = append(append(append(r.b, "txt:"...), s...), '\r', '\n')
+func (r *Buf) WriteVerbatim(s string) {
+	if r.RESP3 {
+		r.B = appendPrefix(r.B, '=', len(s)+4)
+		r.B = append(append(append(r.B, "txt:"...), s...), '\r', '\n')
 		return
 	}
-	r.b = redcon.AppendBulkString(r.b, s)
+	r.B = redcon.AppendBulkString(r.B, s)
 }
 
 func appendPrefix(b []byte, c byte, n int) []byte {
@@ -132,10 +134,10 @@ func appendPrefix(b []byte, c byte, n int) []byte {
 	return append(b, '\r', '\n')
 }
 
-// writeMap writes the header of a map of pairs entries to c: a RESP3 map
+// WriteMap writes the header of a map of pairs entries to c: a RESP3 map
 // for a client that speaks RESP3, an array of twice as many elements
 // otherwise.
-func writeMap(c redcon.Conn, pairs int) {
+func WriteMap(c redcon.Conn, pairs int) {
 	if m, ok := c.(interface{ WriteMap(int) }); ok {
 		m.WriteMap(pairs)
 		return
@@ -143,8 +145,8 @@ func writeMap(c redcon.Conn, pairs int) {
 	c.WriteArray(2 * pairs)
 }
 
-// writeVerbatim writes a text reply to c (respBuf.WriteVerbatim).
-func writeVerbatim(c redcon.Conn, s string) {
+// WriteVerbatim writes a text reply to c (Buf.WriteVerbatim).
+func WriteVerbatim(c redcon.Conn, s string) {
 	if v, ok := c.(interface{ WriteVerbatim(string) }); ok {
 		v.WriteVerbatim(s)
 		return
@@ -152,20 +154,20 @@ func writeVerbatim(c redcon.Conn, s string) {
 	c.WriteBulkString(s)
 }
 
-func (r *respBuf) WriteError(msg string)       { r.b = redcon.AppendError(r.b, msg) }
-func (r *respBuf) WriteString(str string)      { r.b = redcon.AppendString(r.b, str) }
-func (r *respBuf) WriteBulk(bulk []byte)       { r.b = redcon.AppendBulk(r.b, bulk) }
-func (r *respBuf) WriteBulkString(bulk string) { r.b = redcon.AppendBulkString(r.b, bulk) }
-func (r *respBuf) WriteInt(num int)            { r.b = redcon.AppendInt(r.b, int64(num)) }
-func (r *respBuf) WriteInt64(num int64)        { r.b = redcon.AppendInt(r.b, num) }
-func (r *respBuf) WriteUint64(num uint64)      { r.b = redcon.AppendUint(r.b, num) }
-func (r *respBuf) WriteArray(count int)        { r.b = redcon.AppendArray(r.b, count) }
-func (r *respBuf) WriteNull() {
-	if r.resp3 {
-		r.b = append(r.b, '_', '\r', '\n')
+func (r *Buf) WriteError(msg string)       { r.B = redcon.AppendError(r.B, msg) }
+func (r *Buf) WriteString(str string)      { r.B = redcon.AppendString(r.B, str) }
+func (r *Buf) WriteBulk(bulk []byte)       { r.B = redcon.AppendBulk(r.B, bulk) }
+func (r *Buf) WriteBulkString(bulk string) { r.B = redcon.AppendBulkString(r.B, bulk) }
+func (r *Buf) WriteInt(num int)            { r.B = redcon.AppendInt(r.B, int64(num)) }
+func (r *Buf) WriteInt64(num int64)        { r.B = redcon.AppendInt(r.B, num) }
+func (r *Buf) WriteUint64(num uint64)      { r.B = redcon.AppendUint(r.B, num) }
+func (r *Buf) WriteArray(count int)        { r.B = redcon.AppendArray(r.B, count) }
+func (r *Buf) WriteNull() {
+	if r.RESP3 {
+		r.B = append(r.B, '_', '\r', '\n')
 		return
 	}
-	r.b = redcon.AppendNull(r.b)
+	r.B = redcon.AppendNull(r.B)
 }
-func (r *respBuf) WriteRaw(data []byte) { r.b = append(r.b, data...) }
-func (r *respBuf) WriteAny(v any)       { r.b = redcon.AppendAny(r.b, v) }
+func (r *Buf) WriteRaw(data []byte) { r.B = append(r.B, data...) }
+func (r *Buf) WriteAny(v any)       { r.B = redcon.AppendAny(r.B, v) }
