@@ -205,7 +205,7 @@ var fullSchedule = schedule{
 	name: "full",
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
 		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
-	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "disconnect": 1},
+	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
 }
 
 func pick(rng *rand.Rand, weights map[string]int) string {
@@ -428,6 +428,8 @@ func (w *world) client(id int, rng *rand.Rand, stop <-chan struct{}) {
 			w.lease(id, rng, w.proxies[p].Addr, key)
 		case "pipelined":
 			w.pipelined(id, rng, conns[p])
+		case "redisson":
+			w.redisson(id, rng, conns[p], key)
 		case "disconnect":
 			w.disconnect(rng, w.proxies[p].Addr, key)
 		}
@@ -532,6 +534,86 @@ func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
 	w.h.cut(g, u)
 	err = c.Eval(ctx, unlockScript, []string{key}, tok).Err()
 	w.h.step(g, u, "unlock: %v", err)
+}
+
+// redisson is a session of Redisson's RLock (the scripts of 3.24 and
+// later, by EVAL) on the same keys as the string locks: a lock with a
+// lease, maybe taken again by its holder (reentrant) or renewed by the
+// watchdog's script, then unlocked as many times as it was taken.
+func (w *world) redisson(id int, rng *rand.Rand, c *redis.Client, key string) {
+	ctx := context.Background()
+	holder := randToken() + ":1" // <client id>:<thread id>
+	ttl := randDur(rng, 400*time.Millisecond, 1500*time.Millisecond)
+	s := w.h.now()
+	err := c.Eval(ctx, redistest.RedissonAcquireGe319, []string{key}, ttl.Milliseconds(), holder).Err()
+	r := w.h.now()
+	if err != redis.Nil { // nil: taken; an integer: the PTTL of another's lock
+		why := "held by another"
+		if err != nil {
+			why = errKind(err)
+		}
+		w.h.count("redisson lock refused: " + why)
+		return
+	}
+	w.h.count("redisson lock granted")
+	g := w.h.begin(key, holder, "Redisson lock", id, r, s+ttl-drift(ttl))
+	w.h.step(g, s, "Redisson lock, lease %d ms", ttl.Milliseconds())
+	holds := 1
+	for n := rng.Intn(3); n > 0; n-- {
+		if !w.holdFor(rng, g, 0.6) {
+			return
+		}
+		ttl2 := randDur(rng, 300*time.Millisecond, maxLife)
+		s2 := w.h.now()
+		if rng.Intn(3) == 0 {
+			err := c.Eval(ctx, redistest.RedissonAcquireGe319, []string{key}, ttl2.Milliseconds(), holder).Err()
+			w.h.step(g, s2, "Redisson lock again, lease %d ms: %v at %s", ttl2.Milliseconds(), err, w.h.now().Round(time.Millisecond))
+			switch {
+			case err == redis.Nil:
+				holds++
+				w.h.setEnd(g, s2+ttl2-drift(ttl2))
+				w.h.count("redisson lock reentered")
+			case err == nil: // another's PTTL: not held
+				w.h.cut(g, s2)
+				w.h.count("redisson lock again: held by another")
+				return
+			default: // it may have set the shorter lease where it ran
+				w.h.setEnd(g, min(w.h.endOf(g), s2+ttl2-drift(ttl2)))
+				w.h.count(fmt.Sprintf("redisson lock again: %s", errKind(err)))
+			}
+			continue
+		}
+		v, err := c.Eval(ctx, redistest.RedissonRenewLe343, []string{key}, ttl2.Milliseconds(), holder).Int64()
+		w.h.step(g, s2, "Redisson renewal %d ms: %v %v at %s", ttl2.Milliseconds(), v, err, w.h.now().Round(time.Millisecond))
+		switch {
+		case err != nil:
+			w.h.setEnd(g, min(w.h.endOf(g), s2+ttl2-drift(ttl2)))
+			w.h.count(fmt.Sprintf("redisson renewal not done: %s", errKind(err)))
+		case v != 1:
+			w.h.cut(g, s2)
+			w.h.count("redisson renewal not done: not held")
+			return
+		default:
+			w.h.setEnd(g, s2+ttl2-drift(ttl2))
+			w.h.count("redisson renewal done")
+		}
+	}
+	if rng.Intn(4) == 0 {
+		return // left to expire
+	}
+	if !w.holdFor(rng, g, 1) {
+		return
+	}
+	w.h.cut(g, w.h.now())
+	channel := "redisson_lock__channel:{" + key + "}"
+	for ; holds > 0; holds-- {
+		latch := "redisson_unlock_latch:{" + key + "}:" + randToken()
+		// A hold given back while others remain sets the lease again:
+		// ttl, within maxLife.
+		err := c.Eval(ctx, redistest.RedissonUnlockGe324, []string{key, channel, latch}, 0, ttl.Milliseconds(), holder, "publish", 5000).Err()
+		w.h.step(g, w.h.now(), "Redisson unlock: %v", err)
+		_ = c.Del(ctx, latch).Err()
+	}
 }
 
 // native is a session of LOCK.* commands: acquire (maybe with WAIT), maybe

@@ -12,29 +12,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
-// Redisson's lock scripts, exactly as RedissonLock, RedissonBaseLock and
-// LockTask send them (redisson/redisson, the versions named).
-const (
-	// redisson_le3.12.acquire
-	redissonAcquireLe312 = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
-	// redisson_3.13-3.18.acquire
-	redissonAcquire313 = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
-	// redisson_ge3.19.acquire
-	redissonAcquireGe319 = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
-	// redisson_3.11-3.21.unlock
-	redissonUnlock311 = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;"
-	// redisson_3.22-3.23.unlock
-	redissonUnlock322 = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;"
-	// redisson_ge3.24.unlock
-	redissonUnlockGe324 = "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; "
-	// redisson_le3.43.renew
-	redissonRenewLe343 = "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;"
-	// redisson_ge3.44.renew_batch
-	redissonRenewBatch = "local result = {} for i = 1, #KEYS, 1 do if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1); else table.insert(result, 0); end; end; return result;"
-	// redisson.force_unlock
-	redissonForceUnlock = "if (redis.call('del', KEYS[1]) == 1) then redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 else return 0 end"
-)
-
 // redissonVersion is one generation of Redisson's lock scripts.
 type redissonVersion struct {
 	name                   string
@@ -45,13 +22,13 @@ type redissonVersion struct {
 }
 
 var redissonVersions = []redissonVersion{
-	{name: "3.12", acquire: redissonAcquireLe312, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
-	{name: "3.18", acquire: redissonAcquire313, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
-	{name: "3.21", acquire: redissonAcquireGe319, unlock: redissonUnlock311, renew: redissonRenewLe343, unlockArgs: 3},
-	{name: "3.23", acquire: redissonAcquireGe319, unlock: redissonUnlock322, renew: redissonRenewLe343, unlockArgs: 4},
-	{name: "3.43", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewLe343, unlockArgs: 5},
-	{name: "3.44", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewBatch, unlockArgs: 5, batch: true},
-	{name: "3.46", acquire: redissonAcquireGe319, unlock: redissonUnlockGe324, renew: redissonRenewBatch, unlockArgs: 5, batch: true, evalsha: true},
+	{name: "3.12", acquire: redistest.RedissonAcquireLe312, unlock: redistest.RedissonUnlock311, renew: redistest.RedissonRenewLe343, unlockArgs: 3},
+	{name: "3.18", acquire: redistest.RedissonAcquire313, unlock: redistest.RedissonUnlock311, renew: redistest.RedissonRenewLe343, unlockArgs: 3},
+	{name: "3.21", acquire: redistest.RedissonAcquireGe319, unlock: redistest.RedissonUnlock311, renew: redistest.RedissonRenewLe343, unlockArgs: 3},
+	{name: "3.23", acquire: redistest.RedissonAcquireGe319, unlock: redistest.RedissonUnlock322, renew: redistest.RedissonRenewLe343, unlockArgs: 4},
+	{name: "3.43", acquire: redistest.RedissonAcquireGe319, unlock: redistest.RedissonUnlockGe324, renew: redistest.RedissonRenewLe343, unlockArgs: 5},
+	{name: "3.44", acquire: redistest.RedissonAcquireGe319, unlock: redistest.RedissonUnlockGe324, renew: redistest.RedissonRenewBatch, unlockArgs: 5, batch: true},
+	{name: "3.46", acquire: redistest.RedissonAcquireGe319, unlock: redistest.RedissonUnlockGe324, renew: redistest.RedissonRenewBatch, unlockArgs: 5, batch: true, evalsha: true},
 }
 
 // redissonClient sends what Redisson sends for one lock: by EVAL, or from
@@ -101,15 +78,14 @@ func (r redissonClient) afterUnlock(request string) {
 	}
 }
 
+// renew is the watchdog's renewal: for one lock, the single and the
+// batched script take the same arguments.
 func (r redissonClient) renew(holder string) string {
-	if r.v.batch {
-		return r.eval(r.v.renew, []string{r.key}, 30000, holder)
-	}
 	return r.eval(r.v.renew, []string{r.key}, 30000, holder)
 }
 
 func (r redissonClient) forceUnlock() string {
-	return r.eval(redissonForceUnlock, []string{r.key, r.channel()}, 0, "publish")
+	return r.eval(redistest.RedissonForceUnlock, []string{r.key, r.channel()}, 0, "publish")
 }
 
 // replyOf writes a reply as a comparable string; a PTTL is compared
@@ -291,7 +267,7 @@ func TestRedissonQuorumRules(t *testing.T) {
 		return out
 	}
 	lock := func(key, holder string) (any, error) {
-		return e.do("EVAL", redissonAcquireGe319, 1, key, 30000, holder)
+		return e.do("EVAL", redistest.RedissonAcquireGe319, 1, key, 30000, holder)
 	}
 
 	const a, b, c = "6f3e1a52-0c0b-4b35-9e1c-3d5a3e0b1f11:1", "0d9c2c4e-7a41-4f7e-8f8a-2b3c4d5e6f70:57", "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d:3"
@@ -304,7 +280,7 @@ func TestRedissonQuorumRules(t *testing.T) {
 	if got := holds(k1, a); count(got, "1") != 2 {
 		t.Fatalf("A's holds: %v", got)
 	}
-	mustEqual(t, "B's renewal on a minority", replyOf(e.do("EVAL", redissonRenewLe343, 1, k1, 30000, b)), "0")
+	mustEqual(t, "B's renewal on a minority", replyOf(e.do("EVAL", redistest.RedissonRenewLe343, 1, k1, 30000, b)), "0")
 
 	// A once on master 0, B on the others: A's reentry is refused with B's
 	// TTL, and master 0 gives back the hold it took, not A's first one.
@@ -318,7 +294,7 @@ func TestRedissonQuorumRules(t *testing.T) {
 	eventually(t, "the reentry given back", func() bool { return count(holds(k2, a), "1") == 1 })
 	mustEqual(t, "B's hash", fmt.Sprint(holds(k2, b)), "[ 3 3]")
 	mustEqual(t, "HGET B's holds through the proxy", replyOf(e.do("HGET", k2, b)), "3")
-	mustEqual(t, "A's unlock: not held", replyOf(e.do("EVAL", redissonUnlock311, 2, k2, "ch", 0, 30000, a)), "nil")
+	mustEqual(t, "A's unlock: not held", replyOf(e.do("EVAL", redistest.RedissonUnlock311, 2, k2, "ch", 0, 30000, a)), "nil")
 
 	// B on master 0, C on master 1: no quorum for A, whose copy on master
 	// 2 is taken back.
@@ -337,8 +313,8 @@ func TestRedissonQuorumRules(t *testing.T) {
 	seed(k4, a, 2, 0, 1)
 	seed(k4, a, 1, 2)
 	mustEqual(t, "HGET of differing counts", replyOf(e.do("HGET", k4, a)), "2")
-	mustEqual(t, "first unlock", replyOf(e.do("EVAL", redissonUnlock311, 2, k4, "ch", 0, 30000, a)), "0")
-	mustEqual(t, "second unlock", replyOf(e.do("EVAL", redissonUnlock311, 2, k4, "ch", 0, 30000, a)), "1")
+	mustEqual(t, "first unlock", replyOf(e.do("EVAL", redistest.RedissonUnlock311, 2, k4, "ch", 0, 30000, a)), "0")
+	mustEqual(t, "second unlock", replyOf(e.do("EVAL", redistest.RedissonUnlock311, 2, k4, "ch", 0, 30000, a)), "1")
 	eventually(t, "released everywhere", func() bool { return count(e.onMastersType(k4), "none") == 3 })
 
 	// Two masters down: NOQUORUM, never "not held" or a TTL.
@@ -348,7 +324,7 @@ func TestRedissonQuorumRules(t *testing.T) {
 	if _, err := lock(k5, a); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
 		t.Fatalf("lock with two masters down: %v", err)
 	}
-	if _, err := e.do("EVAL", redissonUnlock311, 2, k1, "ch", 0, 30000, a); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
+	if _, err := e.do("EVAL", redistest.RedissonUnlock311, 2, k1, "ch", 0, 30000, a); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM") {
 		t.Fatalf("unlock with two masters down: %v", err)
 	}
 }

@@ -34,9 +34,11 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 		{"EXPIREAT", false, false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
 		{"SET_XX_PX", false, false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
 		{"GETEX", false, false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
-		{"redisson_renewal", false, true, func(e *env, k string) (any, error) { return e.do("EVAL", redissonRenewLe343, 1, k, 30000, "A") }},
+		{"redisson_renewal", false, true, func(e *env, k string) (any, error) {
+			return e.do("EVAL", redistest.RedissonRenewLe343, 1, k, 30000, "A")
+		}},
 		{"redisson_batched_renewal", false, true, func(e *env, k string) (any, error) {
-			return e.do("EVAL", redissonRenewBatch, 1, k, 30000, "A")
+			return e.do("EVAL", redistest.RedissonRenewBatch, 1, k, 30000, "A")
 		}},
 	}
 	for _, w := range writers {
@@ -55,7 +57,7 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 				case w.native:
 					must(e.do("LOCK.ACQUIRE", key, 2000, "TOKEN", "A"))
 				case w.redisson:
-					if v, err := e.do("EVAL", redissonAcquireGe319, 1, key, 2000, "A"); err != redis.Nil {
+					if v, err := e.do("EVAL", redistest.RedissonAcquireGe319, 1, key, 2000, "A"); err != redis.Nil {
 						t.Fatalf("acquire: %v %v", v, err)
 					}
 				default:
@@ -85,7 +87,7 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 				var b any
 				if w.redisson {
 					// Redisson's contender: nil is granted.
-					if b, err = e.do("EVAL", redissonAcquireGe319, 1, key, 5000, "B"); err == redis.Nil {
+					if b, err = e.do("EVAL", redistest.RedissonAcquireGe319, 1, key, 5000, "B"); err == redis.Nil {
 						b, err = "OK", nil
 					}
 				} else {
