@@ -22,6 +22,10 @@ type command struct {
 	// getset: GET, SET, HGET and HEXISTS, which pass through as they are
 	// for a key that is not a lock key (plainPassthrough).
 	getset bool
+	// backendKeys: the handler may pass the command through with its keys
+	// (HGET, HEXISTS, WATCH, blocking commands), as commands the proxy
+	// does not handle do (lockkeycmds.go).
+	backendKeys bool
 }
 
 // commands is the proxy's command table, by lower-case name. Commands not in
@@ -56,13 +60,15 @@ func init() {
 		"acl": cmdAdmin, "module": cmdAdmin,
 	}
 	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
+	backendKeys := map[string]bool{"hget": true, "hexists": true, "watch": true}
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
 		handlers[name] = cmdBlocking
+		backendKeys[name] = true
 	}
 	commands = make(map[string]*command, len(handlers))
 	for name, h := range handlers {
-		commands[name] = &command{name: name, h: h,
+		commands[name] = &command{name: name, h: h, backendKeys: backendKeys[name],
 			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists"}
 	}
 }
@@ -90,7 +96,11 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
-			if msg := s.multiRefusal(name, cmd.Args); msg != "" {
+			msg := s.multiRefusal(name, cmd.Args)
+			if msg == "" {
+				msg = s.lockKeyRefusal(e, cmd.Args)
+			}
+			if msg != "" {
 				st.dirty = true
 				c.WriteError(msg)
 				return
@@ -121,6 +131,10 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if ss != nil && ss.busy() {
 		ss.waitIdle() // anything else runs once the operations in flight are done
 	}
+	if msg := s.lockKeyRefusal(e, cmd.Args); msg != "" {
+		c.WriteError(msg)
+		return
+	}
 	if e == nil || !e.releases {
 		keepInput(c)
 	}
@@ -139,7 +153,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 // command the proxy does not handle, or GET and SET of a key that is not a
 // lock key.
 func (s *Server) plainPassthrough(e *command, args [][]byte) bool {
-	return e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1])
+	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1])) && !s.namesLockKey(e, args)
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.

@@ -99,6 +99,18 @@ type ScriptConfig struct {
 	Absent   any    `toml:"absent"`    // reply when a quorum does not hold the key
 }
 
+// refusesLockKeyCommands reports whether commands the quorum does not serve
+// are refused on lock keys (LockKeyCommands, and its default).
+func (c ProxyConfig) refusesLockKeyCommands() bool {
+	switch c.LockKeyCommands {
+	case "refuse":
+		return true
+	case "backend":
+		return false
+	}
+	return !slices.Contains(c.LockKeys, "*")
+}
+
 // ProxyConfig is the client-facing side.
 type ProxyConfig struct {
 	Listen             string   `toml:"listen"`
@@ -138,6 +150,13 @@ type ProxyConfig struct {
 	// to declare it ([[scripts]]); "passthrough" runs it on the backend
 	// alone, where it changes one master's copy of the lock.
 	UnknownScripts string `toml:"unknown_scripts"`
+	// LockKeyCommands is what becomes of a command the quorum does not
+	// serve (INCR, HSET, RENAME, ZADD, WATCH, a blocking pop…) that names
+	// a lock key: "refuse" answers an error, "backend" runs it on the
+	// backend alone, where it reads or changes one master's copy. Empty
+	// (the default): "backend" while proxy.lock_keys holds "*" (every key
+	// is a lock key, an application's data included), "refuse" otherwise.
+	LockKeyCommands string `toml:"lock_key_commands"`
 	// MaxInflight is how many lock operations one client may have running
 	// at once: pipelined after one another, up to this many run together
 	// (pipeline.go), and the client's next input is read once they are
@@ -290,6 +309,8 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.max_inflight: must be at least 1")
 	case c.Proxy.UnknownScripts != "refuse" && c.Proxy.UnknownScripts != "passthrough":
 		return fmt.Errorf("proxy.unknown_scripts: %q is not refuse or passthrough", c.Proxy.UnknownScripts)
+	case c.Proxy.LockKeyCommands != "" && c.Proxy.LockKeyCommands != "refuse" && c.Proxy.LockKeyCommands != "backend":
+		return fmt.Errorf("proxy.lock_key_commands: %q is not refuse or backend", c.Proxy.LockKeyCommands)
 	}
 	if c.Metrics.Listen != "" {
 		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {
@@ -327,7 +348,8 @@ func checkAddr(key, addr string) error {
 // settingsSummary names what every proxy in front of the same masters must
 // agree on, or their locks do not exclude each other: the masters, the
 // quorum, the lock keys, the restart guard, the drift factor, the handling
-// of unknown scripts and the guards switched off. Each proxy publishes it
+// of unknown scripts and of other commands on lock keys, and the guards
+// switched off. Each proxy publishes it
 // on the masters (engine.WithSettings).
 func (c *Config) settingsSummary() string {
 	masters, keys, off := slices.Clone(c.Redlock.Masters), slices.Clone(c.Proxy.LockKeys), slices.Clone(c.GuardsOff)
@@ -342,8 +364,12 @@ func (c *Config) settingsSummary() string {
 	if c.Redlock.RestartGuard {
 		guard = c.Redlock.GuardWindow.String()
 	}
-	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s drift_factor=%v unknown_scripts=%s",
-		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.DriftFactor, c.Proxy.UnknownScripts)
+	lkc := "backend"
+	if c.Proxy.refusesLockKeyCommands() {
+		lkc = "refuse"
+	}
+	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s drift_factor=%v unknown_scripts=%s lock_key_commands=%s",
+		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.DriftFactor, c.Proxy.UnknownScripts, lkc)
 	if len(off) > 0 {
 		s += " guards_off=" + strings.Join(off, ",")
 	}

@@ -67,6 +67,10 @@ type Server struct {
 	auth         atomic.Pointer[clientAuth]
 	noLeaseRetry bool   // tests only: a lease's release on close is tried once
 	settings     string // what the proxies in front of the same masters must agree on (settingsSummary)
+	// Commands the quorum does not serve are refused on lock keys
+	// (proxy.lock_key_commands; lockkeycmds.go).
+	refuseLockKeyCmds bool
+	keyTab            keyTable
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -113,6 +117,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.mux3 = &muxPool{be: s.be3, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
+	s.refuseLockKeyCmds = cfg.Proxy.refusesLockKeyCommands()
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
 	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
