@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
@@ -38,80 +39,101 @@ type keySpec struct {
 // keyTable is the key specs of the backend's commands, by lower-case name
 // ("name" or "name|subcommand"), read once from the backend.
 type keyTable struct {
-	mu    sync.Mutex
-	specs map[string]keySpec
+	specs atomic.Pointer[map[string]keySpec]
+	mu    sync.Mutex // loads one at a time
 }
 
 // lockKeyRefusal is the error for a command (e: its entry in the command
 // table, or nil) that names a lock key the quorum does not serve it for,
 // or "" when it names none, is served by the quorum, or such commands go
-// to the backend (proxy.lock_key_commands).
+// to the backend (proxy.lock_key_commands). It allocates only to refuse:
+// plain passthrough asks it of every command.
 func (s *Server) lockKeyRefusal(e *command, args [][]byte) string {
 	if !s.refuseLockKeyCmds || len(args) < 2 || e != nil && !e.backendKeys {
 		return "" // the proxy's own commands, and those of the quorum
 	}
-	name := nameOf(e, args[0])
-	if (name == "hget" || name == "hexists") && len(args) == 3 && redissonHolder.Match(args[2]) {
+	if e != nil && (e.name == "hget" || e.name == "hexists") && len(args) == 3 && redissonHolder.Match(args[2]) {
 		return "" // hashcmds.go
 	}
-	keys, err := s.commandKeys(name, args)
-	if errors.Is(err, errBackendUnreachable) {
+	key, err := s.lockKeyIn(args)
+	switch {
+	case errors.Is(err, errBackendUnreachable):
 		return "ERR redlock-proxy: passthrough backend unreachable" // as forward answers
-	}
-	if err != nil {
+	case err != nil:
 		s.log.Warn().Err(err).Msg("the keys of a command are not known")
-		return fmt.Sprintf("ERR redlock-proxy: the keys of '%s' are not known (the backend's COMMAND failed), and it may name a lock key (proxy.lock_key_commands = \"refuse\")", name)
-	}
-	for _, k := range keys {
-		if s.isLockKey(k) {
-			return fmt.Sprintf("ERR redlock-proxy: '%s' of lock key '%s' is not served by the quorum: on the backend it would read or change one master's copy alone. Give locks keys of their own (proxy.lock_keys), or set proxy.lock_key_commands = \"backend\"", name, k)
-		}
+		return fmt.Sprintf("ERR redlock-proxy: the keys of '%s' are not known (the backend's COMMAND failed), and it may name a lock key (proxy.lock_key_commands = \"refuse\")", nameOf(e, args[0]))
+	case key != nil:
+		return fmt.Sprintf("ERR redlock-proxy: '%s' of lock key '%s' is not served by the quorum: on the backend it would read or change one master's copy alone. Give locks keys of their own (proxy.lock_keys), or set proxy.lock_key_commands = \"backend\"", nameOf(e, args[0]), key)
 	}
 	return ""
 }
 
 // namesLockKey reports whether a command the quorum does not serve would
-// be refused for naming a lock key (see lockKeyRefusal). Plain passthrough
-// asks it of every command when such commands are refused.
+// be refused for naming a lock key (see lockKeyRefusal).
 func (s *Server) namesLockKey(e *command, args [][]byte) bool {
 	return s.refuseLockKeyCmds && s.lockKeyRefusal(e, args) != ""
 }
 
-// commandKeys returns the keys a command names.
-func (s *Server) commandKeys(name string, args [][]byte) ([][]byte, error) {
+// lockKeyIn returns the first lock key a command names, or nil.
+func (s *Server) lockKeyIn(args [][]byte) ([]byte, error) {
 	specs, err := s.keyTab.load(s)
 	if err != nil {
 		return nil, err
 	}
-	sp, ok := specs[name]
+	sp, ok := specOf(specs, args[0], nil)
 	if ok && sp.subs && len(args) > 1 {
-		sp, ok = specs[name+"|"+strings.ToLower(string(args[1]))]
+		sp, ok = specOf(specs, args[0], args[1])
 	}
 	switch {
 	case !ok:
 		return nil, nil // unknown to the backend: it answers the error itself
 	case sp.movable:
-		return s.movableKeys(args)
-	}
-	return sp.keys(args), nil
-}
-
-// keys picks a command's keys out of args by its spec.
-func (sp keySpec) keys(args [][]byte) [][]byte {
-	if sp.first <= 0 || sp.first >= len(args) {
-		return nil
+		keys, err := s.movableKeys(args)
+		for _, k := range keys {
+			if s.isLockKey(k) {
+				return k, nil
+			}
+		}
+		return nil, err
+	case sp.first <= 0 || sp.first >= len(args):
+		return nil, nil
 	}
 	last := sp.last
 	if last < 0 {
 		last += len(args)
 	}
-	last = min(last, len(args)-1)
-	step := max(sp.step, 1)
-	var out [][]byte
-	for i := sp.first; i <= last; i += step {
-		out = append(out, args[i])
+	for i := sp.first; i <= min(last, len(args)-1); i += max(sp.step, 1) {
+		if s.isLockKey(args[i]) {
+			return args[i], nil
+		}
 	}
-	return out
+	return nil, nil
+}
+
+// specOf looks up the spec of command name, or of its subcommand sub when
+// sub is not nil ("name|sub"), in any case and without allocating.
+func specOf(specs map[string]keySpec, name, sub []byte) (keySpec, bool) {
+	var buf [64]byte
+	b := buf[:0]
+	if len(name)+1+len(sub) > len(buf) {
+		b = nil
+	}
+	b = appendLower(b, name)
+	if sub != nil {
+		b = appendLower(append(b, '|'), sub)
+	}
+	sp, ok := specs[string(b)]
+	return sp, ok
+}
+
+func appendLower(b, s []byte) []byte {
+	for _, c := range s {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 // movableKeys asks the backend which keys a command names.
@@ -170,10 +192,13 @@ var errBackendUnreachable = errors.New("passthrough backend unreachable")
 // load reads the backend's COMMAND reply once; a failure is tried again at
 // the next command.
 func (t *keyTable) load(s *Server) (map[string]keySpec, error) {
+	if m := t.specs.Load(); m != nil {
+		return *m, nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.specs != nil {
-		return t.specs, nil
+	if m := t.specs.Load(); m != nil {
+		return *m, nil
 	}
 	v, err := s.backendValue([][]byte{[]byte("command")})
 	if err != nil {
@@ -187,7 +212,7 @@ func (t *keyTable) load(s *Server) (map[string]keySpec, error) {
 	if len(specs) == 0 {
 		return nil, errors.New("COMMAND: no commands in the reply")
 	}
-	t.specs = specs
+	t.specs.Store(&specs)
 	return specs, nil
 }
 
