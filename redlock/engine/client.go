@@ -129,7 +129,7 @@ const (
 
 // Guards lists every guard WithGuardsOff knows.
 func Guards() []Guard {
-	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence}
+	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum}
 }
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that

@@ -5,8 +5,10 @@
 // for a value with drift-adjusted validity (validity.go), undoing what a
 // refused attempt took (undo.go); Read answers a key as a single Redis
 // holding the quorum's state would (read.go); fenced locks carry a number
-// larger than every earlier grant of the key (fence.go); Broadcast sends
-// any command to every master. A restart guard withholds the votes of
+// larger than every earlier grant of the key (fence.go); AcquirePermit,
+// ExtendPermit and ReleasePermit run counting semaphores, decided by a
+// quorum of their own that keeps them to their limit (permits.go);
+// Broadcast sends any command to every master. A restart guard withholds the votes of
 // masters that may have lost their data (guard.go, evidence.go), and a
 // clock check treats a master whose clock jumps like a restarted one
 // (clock.go).

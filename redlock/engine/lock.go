@@ -506,12 +506,17 @@ func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Dura
 // (absent) or -2 (no TTL), and decides as Extend does; ttl is the TTL the
 // script sets.
 func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
+	return c.extendQuorum(ctx, c.quorum, key, ttl, s, token, args...)
+}
+
+// extendQuorum is extendWith decided by a quorum of quorum masters.
+func (c *Client) extendQuorum(ctx context.Context, quorum int, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
 	c.WaitWrites(ctx, key)
 	c.noteTTL(ttl, false)
 	start := time.Now()
 	keys := []string{key}
 	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
-	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	t, got := countVotesOf(c, quorum, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
 	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
 	switch {

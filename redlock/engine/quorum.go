@@ -157,7 +157,19 @@ func countVotes[T any](c *Client, ch <-chan reply[T], taint string, until func(*
 // countVotesBy is countVotes that also stops when expire fires (nil:
 // never), for a step whose masters may never answer.
 func countVotesBy[T any](c *Client, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote, expire <-chan time.Time) (votes, []reply[T]) {
+	return tally(c, c.newVotes(), ch, taint, until, class, expire)
+}
+
+// countVotesOf is countVotes for a step decided by a quorum of its own
+// (a semaphore's permits: PermitQuorum) rather than the client's.
+func countVotesOf[T any](c *Client, quorum int, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote) (votes, []reply[T]) {
 	t := c.newVotes()
+	t.quorum = quorum
+	return tally(c, t, ch, taint, until, class, nil)
+}
+
+// tally counts replies into t, as countVotesBy says.
+func tally[T any](c *Client, t votes, ch <-chan reply[T], taint string, until func(*votes) bool, class func(T) vote, expire <-chan time.Time) (votes, []reply[T]) {
 	got := collectBy(ch, len(c.nodes), func(got []reply[T]) bool {
 		r := &got[len(got)-1]
 		r.withheld = countReply(c, &t, r, taint, class)
