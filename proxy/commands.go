@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -23,9 +24,12 @@ type command struct {
 	// for a key that is not a lock key (plainPassthrough).
 	getset bool
 	// backendKeys: the handler may pass the command through with its keys
-	// (HGET, HEXISTS, WATCH, blocking commands), as commands the proxy
-	// does not handle do (lockkeycmds.go).
+	// (HGET, HEXISTS, WATCH, blocking and sorted-set commands), as
+	// commands the proxy does not handle do (lockkeycmds.go).
 	backendKeys bool
+	// sorted: a sorted-set command (sortedSetCommands), which passes
+	// through as it is unless a key is a semaphore's permits.
+	sorted bool
 }
 
 // commands is the proxy's command table, by lower-case name. Commands not in
@@ -66,10 +70,15 @@ func init() {
 		handlers[name] = cmdBlocking
 		backendKeys[name] = true
 	}
+	for _, name := range sortedSetCommands {
+		handlers[name] = cmdSortedSet
+		backendKeys[name] = true
+	}
 	commands = make(map[string]*command, len(handlers))
 	for name, h := range handlers {
 		commands[name] = &command{name: name, h: h, backendKeys: backendKeys[name],
-			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists"}
+			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists",
+			sorted: slices.Contains(sortedSetCommands, name)}
 	}
 }
 
@@ -153,7 +162,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 // command the proxy does not handle, or GET and SET of a key that is not a
 // lock key.
 func (s *Server) plainPassthrough(e *command, args [][]byte) bool {
-	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1])) && !s.namesLockKey(e, args)
+	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) ||
+		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && !s.namesLockKey(e, args)
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.
@@ -280,8 +290,12 @@ func (s *Server) multiRefusal(name string, args [][]byte) string {
 	return ""
 }
 
-// touchesLockKey reports whether a command would run on the quorum.
+// touchesLockKey reports whether a command would run on the quorum (or is
+// refused there: a sorted-set command on a semaphore's permits).
 func (s *Server) touchesLockKey(name string, args [][]byte) bool {
+	if e := commands[name]; e != nil && e.sorted && s.permitKeyOf(name, args) != nil {
+		return true
+	}
 	for _, k := range lockKeysOf(name, args) {
 		if s.isLockKey(k) {
 			return true

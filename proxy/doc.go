@@ -32,7 +32,8 @@
 //     and recognising, the script cache), known_scripts.go (the libraries'
 //     scripts), custom_scripts.go ([[scripts]]), rwlock.go (Symfony's
 //     read/write locks), redisson.go (Redisson's RLock, a hash lock),
-//     hashcmds.go (Redisson's hash reads).
+//     hashcmds.go (Redisson's hash reads), semaphore.go (redis-semaphore's
+//     counting semaphores, and the sorted-set commands on their keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2

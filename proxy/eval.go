@@ -327,6 +327,8 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 	switch spec.kind {
 	case opRWAcquire, opRWExtend, opRWRelease, opRWHeld:
 		s.runRWScript(ctx, c, spec, key, token, argv)
+	case opPermitAcquire, opPermitRefresh, opPermitRelease:
+		s.runPermitScript(ctx, c, spec, key, token, argv)
 	case opRelease:
 		s.scriptRelease(ctx, c, st, spec, key, token, nil)
 	case opExtend:
@@ -415,7 +417,8 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 	v, ok := arg(argv, spec.ttlArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.ttlUnit)
-	if !ok || err != nil || n > limit || n < -limit || ((spec.kind == opAcquire || spec.kind == opRWAcquire || spec.kind == opHashAcquire) && n <= 0) {
+	positive := spec.kind == opAcquire || spec.kind == opRWAcquire || spec.kind == opHashAcquire || spec.kind == opPermitAcquire || spec.kind == opPermitRefresh
+	if !ok || err != nil || n > limit || n < -limit || positive && n <= 0 {
 		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
 		return 0, false
 	}
@@ -427,7 +430,7 @@ func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool
 			at = time.Unix(n, 0)
 		}
 		ttl := time.Until(at)
-		if ttl <= 0 && (spec.kind == opAcquire || spec.kind == opRWAcquire) {
+		if ttl <= 0 && positive {
 			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "] has passed")
 			return 0, false
 		}

@@ -57,6 +57,7 @@ type scriptSpec struct {
 	ttlArg   int           // ARGV index of the TTL, -1 if none
 	ttlUnit  time.Duration // unit of the TTL argument
 	minArg   int           // opExtendIfLeft: ARGV index of the least TTL left, in ms
+	limitArg int           // permit operations: ARGV index of the semaphore's number of permits
 	absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
 	mode     engine.ExtendMode
 	addIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
@@ -300,4 +301,18 @@ func writeSpec(c redcon.Conn, reply string) {
 		return
 	}
 	c.WriteRaw([]byte(reply))
+}
+
+// redis-semaphore 5's Semaphore (semaphore.go): its acquire and refresh
+// scripts, answering 1 or 0; ARGV[1] the number of permits, ARGV[2] the
+// identifier, ARGV[3] the lock timeout in ms, ARGV[4] the client's clock
+// (not used: each master judges expiry by its own). Its release is ZREM
+// (cmdSortedSet). EVALSHA of their exact texts (5.8) needs no load.
+func init() {
+	acquire := &scriptSpec{name: "redis-semaphore Semaphore acquire", kind: opPermitAcquire, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
+	refresh := &scriptSpec{name: "redis-semaphore Semaphore refresh", kind: opPermitRefresh, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
+	knownScripts["16bb7f81b527b9fa30be08f188ce183e6120d85b"] = acquire
+	knownScripts["e739f8051b6611c4bad5b041b79a24fce45a6069"] = refresh
+	wireSHAs["43ebdb49120d170e08af560cb4e46e36f8585936"] = "16bb7f81b527b9fa30be08f188ce183e6120d85b"
+	wireSHAs["999a49a1d07671a8027165641001f5bad44608b3"] = "e739f8051b6611c4bad5b041b79a24fce45a6069"
 }

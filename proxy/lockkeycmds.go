@@ -55,6 +55,9 @@ func (s *Server) lockKeyRefusal(e *command, args [][]byte) string {
 	if e != nil && (e.name == "hget" || e.name == "hexists") && len(args) == 3 && redissonHolder.Match(args[2]) {
 		return "" // hashcmds.go
 	}
+	if e != nil && e.sorted && s.permitKeyOf(e.name, args) != nil {
+		return "" // a semaphore's permits: semaphore.go serves or refuses it
+	}
 	key, err := s.lockKeyIn(args)
 	switch {
 	case errors.Is(err, errBackendUnreachable):

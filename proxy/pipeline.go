@@ -58,6 +58,10 @@ func (s *Server) groupable(st *client, args [][]byte) ([][]byte, bool) {
 		"persist", "setex", "psetex", "lock.release", "lock.extend", "lock.info":
 	case "exists", "del", "unlink":
 		keys = args[1:]
+	case "zrem":
+		if len(args) < 3 || !s.isPermitKey(args[1]) {
+			return nil, false
+		}
 	case "eval", "evalsha":
 		var ok bool
 		if keys, ok = s.lockScriptKeys(e.name, args); !ok {

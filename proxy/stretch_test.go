@@ -20,26 +20,26 @@ import (
 // second client gets the lock its holder keeps for 27 s more.
 func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 	writers := []struct {
-		name     string
-		native   bool // taken with LOCK.ACQUIRE
-		redisson bool // taken, and contended, with Redisson's lock script
-		extend   func(e *env, key string) (any, error)
+		name      string
+		native    bool // taken with LOCK.ACQUIRE
+		redisson  bool // taken, and contended, with Redisson's lock script
+		semaphore bool // a permit of a one-permit semaphore, taken and contended with redis-semaphore's acquire
+		extend    func(e *env, key string) (any, error)
 	}{
-		{"extend_script", false, false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
-		{"additive_extend_script", false, false, func(e *env, k string) (any, error) {
+		{"extend_script", false, false, false, func(e *env, k string) (any, error) { return e.do("EVAL", extendScript, 1, k, "A", 30000) }},
+		{"additive_extend_script", false, false, false, func(e *env, k string) (any, error) {
 			return e.do("EVAL", redistest.RedisPyExtend, 1, k, "A", 28000, "0")
 		}},
-		{"LOCK.EXTEND", true, false, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
-		{"PEXPIRE", false, false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
-		{"EXPIREAT", false, false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
-		{"SET_XX_PX", false, false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
-		{"GETEX", false, false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
-		{"redisson_renewal", false, true, func(e *env, k string) (any, error) {
-			return e.do("EVAL", redistest.RedissonRenewLe343, 1, k, 30000, "A")
-		}},
-		{"redisson_batched_renewal", false, true, func(e *env, k string) (any, error) {
+		{"LOCK.EXTEND", true, false, false, func(e *env, k string) (any, error) { return e.do("LOCK.EXTEND", k, "A", 30000) }},
+		{"PEXPIRE", false, false, false, func(e *env, k string) (any, error) { return e.do("PEXPIRE", k, 30000) }},
+		{"EXPIREAT", false, false, false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
+		{"SET_XX_PX", false, false, false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
+		{"GETEX", false, false, false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
+		{"redisson_renewal", false, true, false, func(e *env, k string) (any, error) { return e.do("EVAL", redistest.RedissonRenewLe343, 1, k, 30000, "A") }},
+		{"redisson_batched_renewal", false, true, false, func(e *env, k string) (any, error) {
 			return e.do("EVAL", redistest.RedissonRenewBatch, 1, k, 30000, "A")
 		}},
+		{"semaphore_refresh", false, false, true, func(e *env, k string) (any, error) { return e.semRefresh(k, "A", 1, 30000) }},
 	}
 	for _, w := range writers {
 		for _, stretch := range []bool{true, false} {
@@ -60,6 +60,8 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 					if v, err := e.do("EVAL", redistest.RedissonAcquireGe319, 1, key, 2000, "A"); err != redis.Nil {
 						t.Fatalf("acquire: %v %v", v, err)
 					}
+				case w.semaphore:
+					mustEqual(t, "acquire", must(e.semAcq(key, "A", 1, 2000)), any(int64(1)))
 				default:
 					mustEqual(t, "acquire", must(e.do("SET", key, "A", "NX", "PX", 2000)), any("OK"))
 				}
@@ -85,12 +87,17 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 				}
 				var b any
-				if w.redisson {
+				switch {
+				case w.redisson:
 					// Redisson's contender: nil is granted.
 					if b, err = e.do("EVAL", redistest.RedissonAcquireGe319, 1, key, 5000, "B"); err == redis.Nil {
 						b, err = "OK", nil
 					}
-				} else {
+				case w.semaphore:
+					if b, err = e.semAcq(key, "B", 1, 5000); b == int64(1) {
+						b = "OK"
+					}
+				default:
 					b, err = e.do("SET", key, "B", "NX", "PX", 5000)
 				}
 				t.Logf("%s after the restarts: %v %v", fmt.Sprint(time.Since(granted).Round(time.Millisecond)), b, err)
