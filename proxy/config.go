@@ -84,11 +84,12 @@ type MetricsConfig struct {
 type ScriptConfig struct {
 	File     string `toml:"file"`
 	Source   string `toml:"-"`
-	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl, extend_if_left, inspect
+	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl, extend_if_left, inspect, permit_acquire, permit_refresh, permit_release
 	TokenArg int    `toml:"token_arg"` // ARGV index of the token, from 1
-	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire, extend_if_left)
+	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire, extend_if_left, permit_acquire, permit_refresh)
 	TTLUnit  string `toml:"ttl_unit"`  // "ms" (default), "s", or a Unix time: "unix_ms", "unix_s"
 	MinArg   int    `toml:"min_arg"`   // extend_if_left: ARGV index of the least TTL left (ms), from 1
+	LimitArg int    `toml:"limit_arg"` // permit_acquire, permit_refresh: ARGV index of the semaphore's number of permits, from 1
 	DBArg    int    `toml:"db_arg"`    // ARGV index of a database number the script SELECTs (only 0 is served)
 	Reclaim  string `toml:"reclaim"`   // acquire: "same_token" lets the holder's token take the key again
 	Publish  string `toml:"publish"`   // release: a message published on KEYS[2] when a quorum released, {key} and {token} replaced

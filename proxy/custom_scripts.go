@@ -42,8 +42,13 @@ func (c ScriptConfig) spec() (*scriptSpec, error) {
 		sp.kind = opExtendIfLeft
 	case "inspect":
 		sp.kind = opInspect
+	case "permit_acquire", "permit_refresh", "permit_release":
+		sp.kind = permitOps[c.Op]
 	default:
-		return nil, fmt.Errorf("op %q is not one of release, extend, acquire, owner_ttl, extend_if_left, inspect", c.Op)
+		return nil, fmt.Errorf("op %q is not one of release, extend, acquire, owner_ttl, extend_if_left, inspect, permit_acquire, permit_refresh, permit_release", c.Op)
+	}
+	if err := c.permitSpec(sp); err != nil {
+		return nil, err
 	}
 	if c.TokenArg < 1 && sp.kind != opInspect {
 		return nil, fmt.Errorf("token_arg must be an ARGV index from 1")

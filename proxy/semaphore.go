@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,35 @@ const (
 	opPermitRefresh                     // renew the token's permit
 	opPermitRelease                     // give the token's permit back
 )
+
+// permitOps are the permit operations by their names in [[scripts]].
+var permitOps = map[string]opKind{"permit_acquire": opPermitAcquire, "permit_refresh": opPermitRefresh, "permit_release": opPermitRelease}
+
+// permitSpec checks what a [[scripts]] entry declares of a permit
+// operation (sp.kind, already set from its op) and sets its limit's index:
+// acquire and refresh need the limit (the quorum depends on it) and the
+// TTL; none takes several keys; limit_arg is for them alone.
+func (c ScriptConfig) permitSpec(sp *scriptSpec) error {
+	switch {
+	case sp.kind != opPermitAcquire && sp.kind != opPermitRefresh && sp.kind != opPermitRelease:
+		if c.LimitArg != 0 {
+			return fmt.Errorf("limit_arg is for op \"permit_acquire\" and \"permit_refresh\"")
+		}
+		return nil
+	case c.Multi:
+		return fmt.Errorf("op %q takes one key (the semaphore), not multi", c.Op)
+	case sp.kind == opPermitRelease && c.LimitArg != 0:
+		return fmt.Errorf("limit_arg is for op \"permit_acquire\" and \"permit_refresh\"")
+	case sp.kind == opPermitRelease:
+		return nil
+	case c.LimitArg < 1:
+		return fmt.Errorf("limit_arg must be an ARGV index from 1 for op %q (the semaphore's quorum depends on its number of permits)", c.Op)
+	case c.TTLArg < 1:
+		return fmt.Errorf("ttl_arg must be an ARGV index from 1 for op %q", c.Op)
+	}
+	sp.limitArg = c.LimitArg - 1
+	return nil
+}
 
 // semaphorePrefix begins the key of every redis-semaphore Semaphore (and
 // MultiSemaphore); the library adds it to the name it is given.

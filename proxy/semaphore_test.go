@@ -422,3 +422,31 @@ func TestSemaphorePipelined(t *testing.T) {
 		return e.permitsOn(key, "C") == 3 && e.permitsOn(key, "A")+e.permitsOn(key, "B") == 0
 	})
 }
+
+// A library's own permit scripts, declared in [[scripts]] with the
+// arguments in another order, run as the built-in ones do.
+func TestCustomPermitScripts(t *testing.T) {
+	const (
+		acquire = `-- KEYS[1] the semaphore; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] limit
+local n = redis.call('zcard', KEYS[1]) if n < tonumber(ARGV[3]) then redis.call('zadd', KEYS[1], 0, ARGV[1]) return 'yes' end return 'no'`
+		refresh = `if redis.call('zscore', KEYS[1], ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[2]) return 'yes' end return 'no'`
+		release = `return redis.call('zrem', KEYS[1], ARGV[1]) == 1 and 'yes' or 'no'`
+	)
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Scripts = []proxy.ScriptConfig{
+			{File: "acquire.lua", Source: acquire, Op: "permit_acquire", TokenArg: 1, TTLArg: 2, LimitArg: 3, OK: int64(7), NotOwned: int64(-7)},
+			{File: "refresh.lua", Source: refresh, Op: "permit_refresh", TokenArg: 1, TTLArg: 2, LimitArg: 3, OK: int64(7), NotOwned: int64(-7)},
+			{File: "release.lua", Source: release, Op: "permit_release", TokenArg: 1, OK: int64(7), NotOwned: int64(-7)},
+		}
+	})
+	key := e.key("permits") // not redis-semaphore's form: its scripts make it a semaphore
+	mustEqual(t, "A", must(e.do("EVAL", acquire, 1, key, "A", 10000, 2)), any(int64(7)))
+	mustEqual(t, "B", must(e.do("EVAL", acquire, 1, key, "B", 10000, 2)), any(int64(7)))
+	mustEqual(t, "C", must(e.do("EVAL", acquire, 1, key, "C", 10000, 2)), any(int64(-7)))
+	mustEqual(t, "refresh A", must(e.do("EVAL", refresh, 1, key, "A", 30000, 2)), any(int64(7)))
+	mustEqual(t, "refresh C", must(e.do("EVAL", refresh, 1, key, "C", 30000, 2)), any(int64(-7)))
+	mustEqual(t, "release A", must(e.do("EVAL", release, 1, key, "A")), any(int64(7)))
+	mustEqual(t, "release A again", must(e.do("EVAL", release, 1, key, "A")), any(int64(-7)))
+	eventually(t, "A gone, B on every master", func() bool { return e.permitsOn(key, "A") == 0 && e.permitsOn(key, "B") == 3 })
+	mustEqual(t, "C after A left", must(e.do("EVAL", acquire, 1, key, "C", 10000, 2)), any(int64(7)))
+}
