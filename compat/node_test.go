@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5), and
-// node-redis 6 in RESP3 and RESP2, unmodified, with the proxy as their only
-// Redis client; the tests are in node/redlock.test.mjs and
-// node/noderedis6.test.mjs. CI installs the packages with `npm ci` in
-// compat/node first.
+// TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5),
+// node-redis 6 in RESP3 and RESP2, and the other Node lock libraries
+// (redis-semaphore's Mutex and Semaphore among them), unmodified, with the
+// proxy as their only Redis client; the tests are node/*.test.mjs. CI
+// installs the packages with `npm ci` in compat/node first.
 func TestNodeRedlock(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
