@@ -450,3 +450,29 @@ local n = redis.call('zcard', KEYS[1]) if n < tonumber(ARGV[3]) then redis.call(
 	eventually(t, "A gone, B on every master", func() bool { return e.permitsOn(key, "A") == 0 && e.permitsOn(key, "B") == 3 })
 	mustEqual(t, "C after A left", must(e.do("EVAL", acquire, 1, key, "C", 10000, 2)), any(int64(7)))
 }
+
+// What a semaphore's quorum costs: with one master of three down, a
+// semaphore of one permit (quorum 2) still works, one of two permits
+// (quorum 3) answers NOQUORUM to acquires and to its holder's refresh, and
+// writes nothing.
+func TestSemaphoreWithAMasterDown(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	one, two := e.semKey("one"), e.semKey("two")
+	mustEqual(t, "a holder of two permits", must(e.semAcq(two, "A", 2, 10000)), any(int64(1)))
+	e.masters[2].Kill()
+	mustEqual(t, "limit 1", must(e.semAcq(one, "A", 1, 10000)), any(int64(1)))
+	mustEqual(t, "limit 1, refresh", must(e.semRefresh(one, "A", 1, 10000)), any(int64(1)))
+	if _, err := e.semAcq(two, "B", 2, 10000); !isNoQuorum(err) {
+		t.Fatalf("limit 2, acquire: %v, want NOQUORUM", err)
+	}
+	if _, err := e.semRefresh(two, "A", 2, 10000); !isNoQuorum(err) {
+		t.Fatalf("limit 2, the holder's refresh: %v, want NOQUORUM", err)
+	}
+	for i, m := range e.masters[:2] {
+		c := m.Client()
+		if _, err := c.ZScore(context.Background(), two, "B").Result(); err != redis.Nil {
+			t.Errorf("master %d: B's permit %v, want none", i, err)
+		}
+		c.Close()
+	}
+}
