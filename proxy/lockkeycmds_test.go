@@ -118,3 +118,18 @@ func TestLockKeyCommandsDefaultWithEveryKey(t *testing.T) {
 	}
 	mustEqual(t, "PING", must(e2.do("PING")), any("PONG"))
 }
+
+// A semaphore's key among lock keys of their own: its ZREM is the quorum's
+// (semaphore.go), not refused; other sorted sets of lock keys are.
+func TestLockKeyCommandsAndSemaphores(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*", "semaphore:*"} })
+	sem := "semaphore:" + e.key("s")
+	mustEqual(t, "ZREM of a semaphore's permits", must(e.do("ZREM", sem, "m")), any(int64(0)))
+	if _, err := e.do("ZCARD", sem); err == nil || !strings.Contains(err.Error(), "a semaphore's permits") {
+		t.Fatalf("ZCARD of a semaphore's permits: %v", err)
+	}
+	if _, err := e.do("ZADD", "lock:"+e.key("z"), 1, "m"); err == nil || !strings.Contains(err.Error(), notServed) {
+		t.Fatalf("ZADD of a lock key: %v", err)
+	}
+	mustEqual(t, "ZADD of another key", must(e.do("ZADD", e.key("z"), 1, "m")), any(int64(1)))
+}
