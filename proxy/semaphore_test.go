@@ -78,7 +78,10 @@ func (e *env) permitsOn(key, id string) int {
 func TestSemaphoreQuorumOnEverySubset(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d_masters", n), func(t *testing.T) {
-			e := newEnv(t, n, func(c *proxy.Config) { c.Redlock.RetryCount = 0 })
+			e := newEnv(t, n, func(c *proxy.Config) {
+				c.Redlock.RetryCount = 0
+				c.Redlock.NodeTimeout = proxy.Duration{Duration: 2 * time.Second} // every master answers, however busy the machine
+			})
 			ms := make([]*redis.Client, n)
 			for i, m := range e.masters {
 				ms[i] = m.Client()
@@ -144,6 +147,7 @@ func TestSemaphoreMajorityAdmitsOneTooMany(t *testing.T) {
 		t.Run(map[bool]string{true: "on", false: "off_admits_three_holders_of_two_permits"}[guard], func(t *testing.T) {
 			e := newEnv(t, 3, func(c *proxy.Config) {
 				c.Redlock.RetryCount = 0
+				c.Redlock.NodeTimeout = proxy.Duration{Duration: 2 * time.Second} // every master answers, however busy the machine
 				if !guard {
 					c.GuardsOff = []string{string(engine.GuardPermitQuorum)}
 				}

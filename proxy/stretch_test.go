@@ -35,7 +35,9 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 		{"EXPIREAT", false, false, false, func(e *env, k string) (any, error) { return e.do("EXPIREAT", k, time.Now().Add(31*time.Second).Unix()) }},
 		{"SET_XX_PX", false, false, false, func(e *env, k string) (any, error) { return e.do("SET", k, "A", "XX", "PX", 30000) }},
 		{"GETEX", false, false, false, func(e *env, k string) (any, error) { return e.do("GETEX", k, "PX", 30000) }},
-		{"redisson_renewal", false, true, false, func(e *env, k string) (any, error) { return e.do("EVAL", redistest.RedissonRenewLe343, 1, k, 30000, "A") }},
+		{"redisson_renewal", false, true, false, func(e *env, k string) (any, error) {
+			return e.do("EVAL", redistest.RedissonRenewLe343, 1, k, 30000, "A")
+		}},
 		{"redisson_batched_renewal", false, true, false, func(e *env, k string) (any, error) {
 			return e.do("EVAL", redistest.RedissonRenewBatch, 1, k, 30000, "A")
 		}},
