@@ -4,7 +4,8 @@
 // (SET NX PX, and its own release and refresh scripts) and
 // simple-redis-mutex (its waiters subscribe to a channel its release script
 // publishes on) and redlock-universal (whose automatic extension sends an
-// "atomic extend" that answers an array). Each lock is on a
+// "atomic extend" that answers an array) and redis-lock (plain SET NX PX
+// and DEL, with node-redis 4). Each lock is on a
 // quorum of the masters while held, refused to a contender, kept alive by
 // the library's extend or refresh past its first TTL, and gone from every
 // master once released.
@@ -22,6 +23,8 @@ import { Mutex } from "redis-semaphore";
 import { lock as srmLock, tryLock as srmTryLock } from "simple-redis-mutex";
 import { createClient } from "redis6";
 import { createLock as ruCreateLock, IoredisAdapter } from "redlock-universal";
+import { createClient as createClient4 } from "redis";
+import redisLock from "redis-lock";
 
 const PROXY = process.env.REDLOCK_PROXY;
 const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
@@ -203,4 +206,34 @@ test("redlock-universal 0.8.5: acquire, contender refused, extend, inspect, usin
   });
   assert.equal(result, "done");
   assert.equal(await quorumValue(key2), null, "released after using()");
+});
+
+test("redis-lock 1.0.0: held on a quorum, a contender waits until done(), then takes it", async () => {
+  const c1 = createClient4({ url: `redis://${PROXY}` });
+  const c2 = createClient4({ url: `redis://${PROXY}` });
+  opened.push(c1, c2);
+  await c1.connect();
+  await c2.connect();
+  const lockA = redisLock(c1, 20);
+  const lockB = redisLock(c2, 20);
+  const name = `redis-lock-${randomBytes(6).toString("hex")}`;
+  const key = `lock.${name}`;
+  const doneA = await lockA(name, 5000);
+  const value = await c1.get(key);
+  assert.ok(value, "the lock's value reads through the proxy");
+  assert.ok((await holders(key, value)) >= QUORUM, "held on a quorum");
+  let bHolds = false;
+  const waiting = lockB(name, 5000).then((done) => {
+    bHolds = true;
+    return done;
+  });
+  await sleep(300);
+  assert.equal(bHolds, false, "a contender waits while the lock is held");
+  await doneA();
+  assert.equal(await holders(key, value), 0, "released on every master");
+  const doneB = await waiting;
+  const valueB = await c2.get(key);
+  assert.ok((await holders(key, valueB)) >= QUORUM, "the contender holds it on a quorum");
+  await doneB();
+  assert.equal(await holders(key, valueB), 0, "gone from every master");
 });
