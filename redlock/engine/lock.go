@@ -184,7 +184,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		return undo(n), true
 	})
 	start := time.Now()
-	ch := fanoutCmd(c, send, parse, run.onVote)
+	ch := fanoutVotes(c, c.quorum, send, parse, run.onVote)
 	prevs := map[string]int{}
 	t, _ := countVotes(c, ch, run.taint, decidedOrLost, func(v setVote) vote {
 		if v.prev != nil { // taken: prevs says by whom
@@ -386,7 +386,7 @@ func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult,
 func (c *Client) releaseWith(ctx context.Context, key string, s *script, token string, args ...any) (ReleaseResult, error) {
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
+	ch := fanoutVotes(c, c.quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
 	r := ReleaseResult{Deleted: t.yes, Other: codes[0], Absent: codes[-1], Failed: t.failed, Withheld: t.withheld}
@@ -515,7 +515,7 @@ func (c *Client) extendQuorum(ctx context.Context, quorum int, key string, ttl t
 	c.noteTTL(ttl, false)
 	start := time.Now()
 	keys := []string{key}
-	ch := fanoutScript(c, s, keys, append([]any{token}, args...), parseInt, nil)
+	ch := fanoutVotes(c, quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotesOf(c, quorum, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
 	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
@@ -570,7 +570,7 @@ func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl
 	c.noteTTL(ttl, false)
 	start := time.Now()
 	args := []any{value, ttl.Milliseconds()}
-	ch := fanoutScript(c, extendAllScript, keys, args, parseInt, nil)
+	ch := fanoutVotes(c, c.quorum, scriptCall(extendAllScript, keys, args), parseInt, nil)
 	t, _ := countVotes(c, ch, taintKey(keys, value), (*votes).decided, yesIfOne)
 	switch {
 	case t.won():

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -231,10 +232,30 @@ func fanoutCmd[T any](c *Client, build func(n *node, cl *call), parse func(*redi
 // fanoutUntil is fanoutCmd with the calls' deadline (zero: the node
 // timeout from now).
 func fanoutUntil[T any](c *Client, deadline time.Time, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanout(c, deadline, 1, build, parse, after)
+}
+
+// fanoutVotes is fanoutCmd for a step that countVotes decides: the replies
+// are handed over once enough have come to decide anything (fewestToDecide),
+// so that the operation waiting for them is woken once for them, not once
+// per master. after still runs as each reply comes.
+func fanoutVotes[T any](c *Client, quorum int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanout(c, time.Time{}, c.fewestToDecide(quorum), build, parse, after)
+}
+
+// fewestToDecide is how many masters must answer before a vote of quorum
+// can be decided either way: a quorum of yes, or more than n − quorum that
+// are not yes (votes.won, votes.lost, decidedOrLost).
+func (c *Client) fewestToDecide(quorum int) int { return min(quorum, len(c.nodes)-quorum+1) }
+
+// fanout sends the calls and hands the replies over on the channel it
+// returns, the first hold of them together (1: each as it comes).
+func fanout[T any](c *Client, deadline time.Time, hold int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
 	op := &fanoutOp[T]{
 		c: c, ch: make(chan reply[T], len(c.nodes)), start: time.Now(),
-		parse: parse, after: after, calls: make([]call, len(c.nodes)),
+		parse: parse, after: after, calls: make([]call, len(c.nodes)), hold: hold,
 	}
+	op.kept = op.keptBuf[:0]
 	if deadline.IsZero() {
 		deadline = op.start.Add(c.opts.nodeTimeout)
 	}
@@ -244,7 +265,7 @@ func fanoutUntil[T any](c *Client, deadline time.Time, build func(n *node, cl *c
 			if after != nil {
 				after(n, zero, errMasterDown)
 			}
-			op.ch <- reply[T]{node: n, err: errMasterDown}
+			op.deliver(reply[T]{node: n, err: errMasterDown})
 			continue
 		}
 		cl := &op.calls[i]
@@ -258,10 +279,15 @@ func fanoutUntil[T any](c *Client, deadline time.Time, build func(n *node, cl *c
 // fanoutScript is fanoutCmd for one of this package's scripts, run with
 // the same keys and arguments on every master.
 func fanoutScript[T any](c *Client, s *script, keys []string, args []any, parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	return fanoutCmd(c, func(_ *node, cl *call) { cl.script, cl.keys, cl.args = s, keys, args }, parse, after)
+	return fanoutCmd(c, scriptCall(s, keys, args), parse, after)
 }
 
-// fanoutOp is one fanoutUntil: one object answers every master's call.
+// scriptCall builds every master's call of s with keys and args.
+func scriptCall(s *script, keys []string, args []any) func(*node, *call) {
+	return func(_ *node, cl *call) { cl.script, cl.keys, cl.args = s, keys, args }
+}
+
+// fanoutOp is one fanout: one object answers every master's call.
 type fanoutOp[T any] struct {
 	c     *Client
 	ch    chan reply[T]
@@ -269,6 +295,13 @@ type fanoutOp[T any] struct {
 	parse func(*redis.Cmd) (T, error)
 	after func(n *node, v T, err error)
 	calls []call
+	// Replies come from the masters' workers; the first hold are handed
+	// over together.
+	hold    int
+	mu      sync.Mutex
+	got     int         // replies come so far
+	kept    []reply[T]  // … and not yet handed over
+	keptBuf [2]reply[T] // kept's first storage
 }
 
 func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
@@ -278,7 +311,30 @@ func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	if op.after != nil {
 		op.after(n, v, err)
 	}
-	op.ch <- reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)}
+	op.deliver(reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)})
+}
+
+// deliver hands r over, with those kept before it, once hold replies have
+// come; until then it keeps r. The channel holds every master's reply, so
+// no send blocks.
+func (op *fanoutOp[T]) deliver(r reply[T]) {
+	if op.hold <= 1 {
+		op.ch <- r
+		return
+	}
+	op.mu.Lock()
+	if op.got++; op.got < op.hold {
+		op.kept = append(op.kept, r)
+		op.mu.Unlock()
+		return
+	}
+	kept := op.kept
+	op.kept = nil
+	op.mu.Unlock()
+	for _, k := range kept {
+		op.ch <- k
+	}
+	op.ch <- r
 }
 
 func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }

@@ -57,3 +57,72 @@ func TestVotesRule(t *testing.T) {
 		}
 	}
 }
+
+// fanoutVotes hands a step's replies over only once fewestToDecide have
+// come: no set of fewer answers decides a vote under any rule countVotes
+// is given (won, lost, decidedOrLost, with the guard on or off), whatever
+// the answers are, and some set of that many does.
+func TestFewestToDecide(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		for q := n/2 + 1; q <= n; q++ {
+			c := &Client{nodes: make([]*node, n), quorum: q}
+			k := c.fewestToDecide(q)
+			reached := false
+			// Every mix of yes, no, failed and withheld answers.
+			for yes := 0; yes <= n; yes++ {
+				for no := 0; yes+no <= n; no++ {
+					for failed := 0; yes+no+failed <= n; failed++ {
+						for withheld := 0; yes+no+failed+withheld <= n; withheld++ {
+							for _, loose := range []bool{false, true} {
+								v := votes{n: n, quorum: q, loose: loose}
+								for i := 0; i < yes; i++ {
+									v.add(&node{}, nil, voteYes, false)
+								}
+								for i := 0; i < no; i++ {
+									v.add(&node{}, nil, voteNo, false)
+								}
+								for i := 0; i < failed; i++ {
+									v.add(&node{}, errMasterDown, voteNo, false)
+								}
+								for i := 0; i < withheld; i++ {
+									v.add(&node{}, nil, voteYes, true)
+								}
+								decided := v.decided() || decidedOrLost(&v)
+								if decided && v.answered() < k {
+									t.Fatalf("%d masters, quorum %d: %d answers (%d yes, %d no, %d failed, %d withheld, guard off %v) decide, fewer than %d",
+										n, q, v.answered(), yes, no, failed, withheld, loose, k)
+								}
+								reached = reached || decided && v.answered() == k
+							}
+						}
+					}
+				}
+			}
+			if !reached {
+				t.Errorf("%d masters, quorum %d: no %d answers decide", n, q, k)
+			}
+		}
+	}
+}
+
+// A fanout that holds its first replies hands them over together with the
+// one that completes them, then each as it comes.
+func TestFanoutHoldsFirstReplies(t *testing.T) {
+	op := &fanoutOp[int64]{ch: make(chan reply[int64], 5), hold: 3}
+	op.kept = op.keptBuf[:0]
+	for i := 1; i <= 5; i++ {
+		op.deliver(reply[int64]{val: int64(i)})
+		want := 0
+		if i >= 3 {
+			want = i
+		}
+		if len(op.ch) != want {
+			t.Fatalf("after %d replies, %d handed over, want %d", i, len(op.ch), want)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		if r := <-op.ch; r.val != int64(i) {
+			t.Fatalf("reply %d handed over as %d", i, r.val)
+		}
+	}
+}
