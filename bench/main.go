@@ -253,9 +253,17 @@ func run(o options, ps *procs, out io.Writer) error {
 					cpu0, _ = cpuTime(c.proxy.pid())
 				}
 				snap0 := snapCPU(c.redis, true)
-				res, err := runRedsync(c.servers, o.clients, o.duration)
+				win := make(chan windowResult, 1)
+				res, err := runRedsync(c.servers, o.clients, o.duration, func(start time.Time) {
+					go func() {
+						from, to := middle(start, o.duration)
+						w, err := measureWindow(os.Getpid(), c.proxy, c.redis, from, to)
+						win <- windowResult{w, err}
+					}()
+				})
 				if err == nil {
 					r.recordCPU("rs."+c.key, snap0, snapCPU(c.redis, true), 0, res.pairs)
+					r.takeWindow("rs."+c.key, win, c.what, rep)
 				}
 				if c.proxy != nil && err == nil && res.pairs > 0 {
 					// The whole run, warm-up included, over the pairs that
@@ -280,6 +288,10 @@ func run(o options, ps *procs, out io.Writer) error {
 			}
 		}
 		r.notes = append(r.notes, fmt.Sprintf("go-redsync v4.18.1 (goredis/v9 pool, go-redis v9 RESP2, no retries): %d goroutines, each its own redsync over its own go-redis client per server, locking its own key; WithExpiry(8s), WithTries(1); %v per run after one warm-up pair per client. Pairs/s counts lock+unlock pairs that both succeeded.", o.clients, o.duration))
+	}
+
+	if o.rows["1"] || o.rows["6"] {
+		r.notes = append(r.notes, "CPU per pair, mid-run window (window.go): user+system CPU of each process (the load generator, the Redis servers, the proxy) over the middle half of each timed run, over the lock+unlock pairs in that window, counted as the first server's SET calls (one per pair in every configuration); start-up, warm-up, shutdown and the rest of the machine are left out. The whole-machine figure beside it is /proc/stat over the whole run.")
 	}
 
 	rbTimeout := max(90*time.Second, 12*o.duration)
@@ -438,13 +450,14 @@ func run(o options, ps *procs, out io.Writer) error {
 			type nodeConf struct {
 				key, mode, what string
 				addrs           []string
+				proxy           *proc // nil: straight to the servers
 				redis           []*proc
 			}
 			confs := []nodeConf{
-				{"redlock.proxy", "redlock5", "node-redlock → proxy", []string{p3.addr}, m3p},
-				{"redlock.direct", "redlock5", "node-redlock → 3 masters", m3, m3p},
-				{"noderedis.proxy", "noderedis", "node-redis → proxy", []string{p3.addr}, m3p},
-				{"noderedis.single", "noderedis", "node-redis → 1 Redis", []string{single.addr}, []*proc{single}},
+				{"redlock.proxy", "redlock5", "node-redlock → proxy", []string{p3.addr}, p3, m3p},
+				{"redlock.direct", "redlock5", "node-redlock → 3 masters", m3, nil, m3p},
+				{"noderedis.proxy", "noderedis", "node-redis → proxy", []string{p3.addr}, p3, m3p},
+				{"noderedis.single", "noderedis", "node-redis → 1 Redis", []string{single.addr}, nil, []*proc{single}},
 			}
 			var line string
 			for rep := range o.reps {
@@ -453,13 +466,23 @@ func run(o options, ps *procs, out io.Writer) error {
 						return err
 					}
 					snap0 := snapCPU(nc.redis, false)
-					res, err := runNode(nc.mode, nc.addrs, o.clients, o.duration)
+					win := make(chan windowResult, 1)
+					res, err := runNode(nc.mode, nc.addrs, o.clients, o.duration, func(pid int, at time.Time) {
+						go func() {
+							// The timed part starts once node is up and every
+							// loop has had its warm-up pair (loadgen.mjs: 0.5 s).
+							from, to := middle(at.Add(nodeWarmUp), o.duration)
+							w, err := measureWindow(pid, nc.proxy, nc.redis, from, to)
+							win <- windowResult{w, err}
+						}()
+					})
 					line = res.line
 					if err != nil {
 						r.problem("%s, repetition %d: %v", nc.what, rep+1, err)
 						continue
 					}
 					r.recordCPU("node."+nc.key, snap0, snapCPU(nc.redis, false), res.cpu, res.Pairs)
+					r.takeWindow("node."+nc.key, win, nc.what, rep)
 					progress("%-26s rep %d: %8.0f pairs/s  p50 %6.2f ms  p99 %6.2f ms  lock errors %d  release errors %d",
 						nc.what, rep+1, res.rate(), res.P50, res.P99, res.LockErrors, res.UnlockErrors)
 					r.add("node."+nc.key+".rate", res.rate())

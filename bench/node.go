@@ -52,8 +52,9 @@ func nodeReady() string {
 }
 
 // runNode runs compat/node/loadgen.mjs in mode (redlock5 or noderedis)
-// against addrs, loops concurrent lock/release loops, for d.
-func runNode(mode string, addrs []string, loops int, d time.Duration) (nodeResult, error) {
+// against addrs, loops concurrent lock/release loops, for d. started, if
+// not nil, is called with the node process's pid once it has started.
+func runNode(mode string, addrs []string, loops int, d time.Duration, started func(pid int, at time.Time)) (nodeResult, error) {
 	args := []string{"loadgen.mjs", mode, strconv.FormatFloat(d.Seconds(), 'f', -1, 64), strconv.Itoa(loops), strings.Join(addrs, ",")}
 	ctx, cancel := context.WithTimeout(context.Background(), d+60*time.Second)
 	defer cancel()
@@ -61,7 +62,13 @@ func runNode(mode string, addrs []string, loops int, d time.Duration) (nodeResul
 	cmd.Dir = nodeDir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if started != nil {
+			started(cmd.Process.Pid, time.Now())
+		}
+		err = cmd.Wait()
+	}
 	var r nodeResult
 	r.line = "node " + shellJoin(args)
 	if cmd.ProcessState != nil {

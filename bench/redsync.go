@@ -30,8 +30,9 @@ func (r lockResult) rate() float64 { return float64(r.pairs) / r.elapsed.Seconds
 // runRedsync runs `clients` goroutines, each with its own go-redsync
 // instance over its own go-redis client per server, each locking and
 // unlocking its own key (no contention) for d, after one untimed warm-up
-// pair per client. With one server, redsync's quorum is 1.
-func runRedsync(servers []string, clients int, d time.Duration) (lockResult, error) {
+// pair per client. With one server, redsync's quorum is 1. timed, if not
+// nil, is called when the timed part starts.
+func runRedsync(servers []string, clients int, d time.Duration, timed func(start time.Time)) (lockResult, error) {
 	run := make([]byte, 4)
 	_, _ = rand.Read(run)
 	runID := hex.EncodeToString(run)
@@ -85,6 +86,9 @@ func runRedsync(servers []string, clients int, d time.Duration) (lockResult, err
 
 	start := time.Now()
 	deadline := start.Add(d)
+	if timed != nil {
+		timed(start)
+	}
 	var wg sync.WaitGroup
 	for i, w := range ws {
 		wg.Add(1)

@@ -120,14 +120,34 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	}
 	machineCPU := func(what, a, b, target string, maxRatio float64) {
 		if r.has(a+".machine") || r.has(b+".machine") {
-			add(row{what: what + ": CPU of the whole machine (clients, masters, proxy) per lock+unlock pair, µs",
+			add(row{what: what + ": CPU of the whole machine per lock+unlock pair, whole run (warm-up, start-up and anything else the machine ran included), µs",
 				proxy: micros(orNaN(r, a+".machine")), baseline: micros(orNaN(r, b+".machine")),
 				ratio: ratioOf(r, a+".machine", b+".machine"), target: target, maxRatio: maxRatio})
 		}
 	}
+	// processCPU: the CPU of the processes themselves over a window in the
+	// middle of each run (window.go), the target's measure; and what each
+	// of them took.
+	processCPU := func(what, a, b, target string, maxRatio float64) {
+		if !r.has(a+".win.sum") && !r.has(b+".win.sum") {
+			return
+		}
+		add(row{what: what + ": CPU of the clients, masters and proxy processes per lock+unlock pair, mid-run window, µs",
+			proxy: micros(orNaN(r, a+".win.sum")), baseline: micros(orNaN(r, b+".win.sum")),
+			ratio: ratioOf(r, a+".win.sum", b+".win.sum"), target: target, maxRatio: maxRatio})
+		parts := func(k string) string {
+			p := "—"
+			if r.has(k+".win.proxy") && r.med(k+".win.proxy") > 0 {
+				p = micros(r.med(k + ".win.proxy"))
+			}
+			return micros(orNaN(r, k+".win.gen")) + " / " + micros(orNaN(r, k+".win.servers")) + " / " + p
+		}
+		add(row{what: what + ": … of which clients / Redis servers / proxy, µs", proxy: parts(a), baseline: parts(b), ratio: math.NaN(), target: "—"})
+	}
 	if o.rows["1"] {
 		rsRate(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "p3", "m3", "≥ 2×", 2)
-		machineCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "≤ 0.4×", 0.4)
+		processCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "≤ 0.4×", 0.4)
+		machineCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "—", 0)
 		rsRate(fmt.Sprintf("1 a/c. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → 1 Redis", o.clients), "p3", "single", "≥ 0.8×", 0.8)
 	}
 	if o.rows["2"] {
@@ -196,10 +216,12 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			ratio: ratioOf(r, "node.redlock.proxy.rate", "node.redlock.direct.rate"), target: "≥ 1.5×", min: 1.5})
 		add(row{what: what + ": p99 lock+release latency (ratio < 1: proxy faster)", proxy: millis(orNaN(r, "node.redlock.proxy.p99")), baseline: millis(orNaN(r, "node.redlock.direct.p99")),
 			ratio: ratioOf(r, "node.redlock.proxy.p99", "node.redlock.direct.p99"), target: "—"})
-		machineCPU(what, "node.redlock.proxy", "node.redlock.direct", "≤ 0.4×", 0.4)
+		processCPU(what, "node.redlock.proxy", "node.redlock.direct", "≤ 0.4×", 0.4)
+		machineCPU(what, "node.redlock.proxy", "node.redlock.direct", "—", 0)
 		what = fmt.Sprintf("6 b. node-redis 4, %d lock/release loops (SET NX PX, unlock script) on one connection: via proxy (3 masters) vs node-redis → 1 Redis", o.clients)
 		add(row{what: what + ": lock+release pairs/s", proxy: rate(orNaN(r, "node.noderedis.proxy.rate")), baseline: rate(orNaN(r, "node.noderedis.single.rate")),
 			ratio: ratioOf(r, "node.noderedis.proxy.rate", "node.noderedis.single.rate"), target: "—"})
+		processCPU(what, "node.noderedis.proxy", "node.noderedis.single", "—", 0)
 		machineCPU(what, "node.noderedis.proxy", "node.noderedis.single", "—", 0)
 	}
 	if o.rows["7"] {
