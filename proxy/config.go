@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 )
 
 // Duration is a time.Duration that reads from TOML strings such as "100ms".
@@ -78,27 +80,9 @@ type MetricsConfig struct {
 	Listen string `toml:"listen"` // host:port for /metrics, /healthz, /readyz; empty: off
 }
 
-// ScriptConfig teaches the proxy a lock script of the operator's own: the
-// script's text (read from File by the caller into Source) and the quorum
-// operation it stands for.
-type ScriptConfig struct {
-	File     string `toml:"file"`
-	Source   string `toml:"-"`
-	Op       string `toml:"op"`        // release, extend, acquire, owner_ttl, extend_if_left, inspect, permit_acquire, permit_refresh, permit_release
-	TokenArg int    `toml:"token_arg"` // ARGV index of the token, from 1
-	TTLArg   int    `toml:"ttl_arg"`   // ARGV index of the TTL, from 1 (extend, acquire, extend_if_left, permit_acquire, permit_refresh)
-	TTLUnit  string `toml:"ttl_unit"`  // "ms" (default), "s", or a Unix time: "unix_ms", "unix_s"
-	MinArg   int    `toml:"min_arg"`   // extend_if_left: ARGV index of the least TTL left (ms), from 1
-	LimitArg int    `toml:"limit_arg"` // permit_acquire, permit_refresh: ARGV index of the semaphore's number of permits, from 1
-	DBArg    int    `toml:"db_arg"`    // ARGV index of a database number the script SELECTs (only 0 is served)
-	Reclaim  string `toml:"reclaim"`   // acquire: "same_token" lets the holder's token take the key again
-	Publish  string `toml:"publish"`   // release: a message published on KEYS[2] when a quorum released, {key} and {token} replaced
-	Mode     string `toml:"mode"`      // extend: set (default), setttl, add, claim, persist0
-	Multi    bool   `toml:"multi"`     // takes any number of keys, all or none, answers a count
-	OK       any    `toml:"ok"`        // reply when it took effect on a quorum: an integer, "OK" or "nil"
-	NotOwned any    `toml:"not_owned"` // reply when the key holds another value (or no quorum agrees)
-	Absent   any    `toml:"absent"`    // reply when a quorum does not hold the key
-}
+// ScriptConfig teaches the proxy a lock script of the operator's own: one
+// [[scripts]] entry (lockscripts.Config describes its keys).
+type ScriptConfig = lockscripts.Config
 
 // refusesLockKeyCommands reports whether commands the quorum does not serve
 // are refused on lock keys (LockKeyCommands, and its default).
@@ -318,7 +302,7 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if _, err := customScripts(c.Scripts); err != nil {
+	if _, err := lockscripts.Specs(c.Scripts); err != nil {
 		return err
 	}
 	switch c.Log.Level {

@@ -11,6 +11,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 )
 
 // recordConn is a client connection that records the replies written to it.
@@ -86,9 +88,7 @@ var fuzzWords = func() []string {
 	w := []string{"", "k", "lock:a", "other", "NX", "XX", "PX", "EX", "PXAT", "EXAT", "GET", "KEEPTTL",
 		"0", "1", "2", "-1", "10000", "9223372036854775807", "-9223372036854775808", "99999999999999999999",
 		"LOAD", "EXISTS", "FLUSH", "SETNAME", "GETNAME", "SETINFO", "lib-name", "ID", "INFO", "3", "AUTH", "redlock"}
-	for sha := range wireSHAs {
-		w = append(w, sha)
-	}
+	w = append(w, lockscripts.WireSHAs()...)
 	sort.Strings(w)
 	return w
 }()
@@ -194,7 +194,7 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("parseSet accepted a non-positive expiry in %q", args)
 		}
 		for _, a := range args {
-			_ = lookupScript(string(a))
+			_ = lockscripts.Builtin(string(a))
 			_, _ = parseInt(a)
 		}
 	})

@@ -28,12 +28,13 @@
 //     PTTL, EXISTS, DEL, EXPIRE… of lock keys), set.go (parsing SET),
 //     opctx.go (their contexts), errors.go (Go errors to RESP replies),
 //     nullconn.go (for commands whose replies the client must not see).
-//   - Lock scripts: eval.go (EVAL/EVALSHA, SCRIPT), scripts.go (normalising
-//     and recognising, the script cache), known_scripts.go (the libraries'
-//     scripts), custom_scripts.go ([[scripts]]), rwlock.go (Symfony's
-//     read/write locks), redisson.go (Redisson's RLock, a hash lock),
-//     hashcmds.go (Redisson's hash reads), semaphore.go (redis-semaphore's
-//     counting semaphores, and the sorted-set commands on their keys).
+//   - Lock scripts: package lockscripts recognises them (normalising, the
+//     digests, the script cache, the libraries' scripts and [[scripts]],
+//     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),
+//     with rwlock.go (Symfony's read/write locks), redisson.go (Redisson's
+//     RLock, a hash lock), hashcmds.go (Redisson's hash reads) and
+//     semaphore.go (redis-semaphore's counting semaphores, and the
+//     sorted-set commands on their keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
@@ -41,4 +42,7 @@
 //     pubsub.go (a subscribed client's connection and its relay).
 //   - Admin surfaces: package admin (metrics, health, status page), given
 //     an admin.Source; server.go serves its handler.
+//
+// Imports go one way: proxy imports proxy/admin, proxy/lockscripts and
+// proxy/wire, none of which imports proxy or another of them.
 package proxy

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -36,25 +37,25 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	keys, argv := args[3:3+nk], args[3+nk:]
 	var src string
-	var spec *scriptSpec
+	var spec *lockscripts.Spec
 	if name == "evalsha" {
-		e, ok := s.scripts.get(string(args[1]))
+		e, ok := s.scripts.Get(string(args[1]))
 		if !ok {
 			// A known library script runs without its text; anything else,
 			// or a known script on keys that are not lock keys, makes the
 			// client send EVAL.
-			spec = specBySHA(string(args[1]))
+			spec = lockscripts.BySHA(string(args[1]))
 			if spec == nil || !s.allLockKeys(keys) {
 				c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
 				return
 			}
 		}
 		if ok {
-			src, spec = e.src, e.spec
+			src, spec = e.Src, e.Spec
 		}
 	} else {
-		_, e := s.scripts.add(args[1])
-		src, spec = e.src, e.spec
+		_, e := s.scripts.Add(args[1])
+		src, spec = e.Src, e.Spec
 	}
 	lock := 0
 	for _, k := range keys {
@@ -63,20 +64,20 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	switch {
-	case isHashOp(spec) && lock > 0 && s.isLockKey(keys[0]):
+	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
 		s.runHashScript(c, st, spec, strs(keys), argv)
-	case spec != nil && spec.publish != nil && lock > 0:
+	case spec != nil && spec.Publish != nil && lock > 0:
 		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
 		// channel, which need not be a lock key.
 		if len(keys) != 2 || !s.isLockKey(keys[0]) {
-			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes the lock key and then a channel")
+			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes the lock key and then a channel")
 			return
 		}
 		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
-	case spec != nil && lock > 0 && len(keys) > 1 && !spec.multi:
+	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
 		// On the backend it would act on one master's copy of the lock.
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
-	case (spec == nil || lock == 0 || spec.kind == opNotALock) && src == "":
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+	case (spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
 	case spec == nil && lock > 0 && s.cfg.Proxy.UnknownScripts == "refuse":
 		if msg := redissonUnsupported(keys, src); msg != "" {
@@ -84,7 +85,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			return
 		}
 		c.WriteError(unknownScriptOnLockKey)
-	case spec == nil || lock == 0 || spec.kind == opNotALock:
+	case spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock:
 		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
 		s.forward(c, st, fwd, false)
 	case lock < len(keys):
@@ -141,11 +142,11 @@ func strs(b [][]byte) []string {
 // lock's state is read on the quorum, then the extend is the usual
 // compare-and-extend on the quorum (the lock may be lost in between, which
 // the extend finds: -1).
-func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
-	v, _ := arg(argv, spec.minArg)
+func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+	v, _ := arg(argv, spec.MinArg)
 	least, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.minArg+1) + "]")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.MinArg+1) + "]")
 		return
 	}
 	ttl, ok := ttlArg(c, spec, argv)
@@ -190,7 +191,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *scriptSp
 
 // runReleasePublish runs a release that publishes on channel when it
 // removes the key: on the quorum, then one PUBLISH on the backend.
-func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, key, channel string, argv [][]byte) {
+func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.Spec, key, channel string, argv [][]byte) {
 	token, ok := scriptToken(c, spec, argv)
 	if !ok {
 		return
@@ -201,14 +202,14 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *scriptSpec, 
 		// One PUBLISH on the backend, where the lock's waiters subscribe;
 		// its reply is not the client's. (A failure is logged; the waiters
 		// fall back on their own timeouts.)
-		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.publish(key, token))}, false)
+		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.Publish(key, token))}, false)
 	})
 }
 
 // scriptRelease releases key for token on the quorum and writes the
 // script's reply; released, if not nil, runs first when a quorum removed
 // the key.
-func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *scriptSpec, key, token string, released func()) {
+func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, released func()) {
 	start := time.Now()
 	q := s.rl.Quorum()
 	r, err := s.rl.Release(ctx, key, token)
@@ -223,37 +224,37 @@ func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, s
 		if released != nil {
 			released()
 		}
-		writeSpec(c, spec.ok)
+		writeSpec(c, spec.OK)
 	case r.Absent >= q:
-		writeSpec(c, spec.absent)
+		writeSpec(c, spec.Absent)
 	default:
-		writeSpec(c, spec.notOwned)
+		writeSpec(c, spec.NotOwned)
 	}
 }
 
 // scriptToken reads a recognised script's token (none for an inspect) and
 // checks the database it selects, answering the error when either is
 // wrong: what every script operation checks before it runs.
-func scriptToken(c redcon.Conn, spec *scriptSpec, argv [][]byte) (string, bool) {
-	token, ok := arg(argv, spec.tokenArg)
-	if !ok && spec.kind != opInspect {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.tokenArg+1) + "]")
+func scriptToken(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (string, bool) {
+	token, ok := arg(argv, spec.TokenArg)
+	if !ok && spec.Op != lockscripts.OpInspect {
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.TokenArg+1) + "]")
 		return "", false
 	}
 	return token, databaseZero(c, spec, argv)
 }
 
 // databaseZero reports whether a script that SELECTs a database first
-// (spec.dbArg) selects database 0, the only one served, and refuses it
+// (spec.DBArg) selects database 0, the only one served, and refuses it
 // otherwise, as SELECT is refused. A value that is not a number makes the
 // script's protected SELECT fail, and the script runs in database 0.
-func databaseZero(c redcon.Conn, spec *scriptSpec, argv [][]byte) bool {
-	if spec.dbArg == 0 {
+func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
+	if spec.DBArg == 0 {
 		return true
 	}
-	v, ok := arg(argv, spec.dbArg-1)
+	v, ok := arg(argv, spec.DBArg-1)
 	if !ok {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs ARGV[" + strconv.Itoa(spec.dbArg) + "]")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.DBArg) + "]")
 		return false
 	}
 	if n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64); err == nil && n != 0 {
@@ -265,7 +266,7 @@ func databaseZero(c redcon.Conn, spec *scriptSpec, argv [][]byte) bool {
 
 // runMultiKeyScript runs a script over several keys, all or none, and
 // answers the number of keys it acted on.
-func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, keys []string, argv [][]byte) {
+func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, argv [][]byte) {
 	token, ok := scriptToken(c, spec, argv)
 	if !ok {
 		return
@@ -275,8 +276,8 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 	n := 0
 	var err error
 	start := time.Now()
-	switch spec.kind {
-	case opAcquire:
+	switch spec.Op {
+	case lockscripts.OpAcquire:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
@@ -288,7 +289,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 		} else if errors.Is(err, engine.ErrNotAcquired) {
 			err = nil
 		}
-	case opExtend:
+	case lockscripts.OpExtend:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
@@ -298,14 +299,14 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 			n = len(keys)
 		}
 		s.m.Extend(extended, err, time.Since(start))
-	case opRelease:
+	case lockscripts.OpRelease:
 		n, err = s.rl.ReleaseAll(ctx, keys, token)
 		s.m.Release(n > 0, err, time.Since(start))
 		for _, k := range keys {
 			st.releasedLease(k, token)
 		}
 	default:
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script takes one key")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
 		return
 	}
 	if err != nil {
@@ -315,7 +316,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *scriptSpec, 
 	c.WriteInt(n)
 }
 
-func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key string, argv [][]byte) {
+func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
 	token, ok := scriptToken(c, spec, argv)
 	if !ok {
 		return
@@ -324,20 +325,20 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 	defer cancel()
 	q := s.rl.Quorum()
 	start := time.Now()
-	switch spec.kind {
-	case opRWAcquire, opRWExtend, opRWRelease, opRWHeld:
+	switch spec.Op {
+	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
 		s.runRWScript(ctx, c, spec, key, token, argv)
-	case opPermitAcquire, opPermitRefresh, opPermitRelease:
+	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
 		s.runPermitScript(ctx, c, spec, key, token, argv)
-	case opRelease:
+	case lockscripts.OpRelease:
 		s.scriptRelease(ctx, c, st, spec, key, token, nil)
-	case opExtend:
+	case lockscripts.OpExtend:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
 		}
-		mode := spec.mode
-		if spec.addIf != nil && spec.addIf(argv) {
+		mode := spec.Mode
+		if spec.AddIf != nil && spec.AddIf(argv) {
 			mode = engine.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
@@ -346,15 +347,15 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		case err != nil:
 			writeErr(c, err)
 		case extended:
-			writeSpec(c, spec.ok)
-		case r.NoTTL > 0 && spec.noTTL != "":
-			writeSpec(c, spec.noTTL)
+			writeSpec(c, spec.OK)
+		case r.NoTTL > 0 && spec.NoTTL != "":
+			writeSpec(c, spec.NoTTL)
 		case r.Absent >= q:
-			writeSpec(c, spec.absent)
+			writeSpec(c, spec.Absent)
 		default:
-			writeSpec(c, spec.notOwned)
+			writeSpec(c, spec.NotOwned)
 		}
-	case opAcquire:
+	case lockscripts.OpAcquire:
 		ttl, ok := ttlArg(c, spec, argv)
 		if !ok {
 			return
@@ -362,20 +363,20 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 		r, err := s.acquireRaw(key, token, ttl)
 		switch {
 		case err == nil:
-			writeSpec(c, spec.ok)
+			writeSpec(c, spec.OK)
 		case !errors.Is(err, engine.ErrNotAcquired):
 			writeErr(c, err)
-		case spec.reclaim != nil && r.Prev != nil && spec.reclaim(argv, *r.Prev):
+		case spec.Reclaim != nil && r.Prev != nil && spec.Reclaim(argv, *r.Prev):
 			// The quorum holder carries the caller's token: it may take
 			// the key over with its new value, on every master.
 			s.rl.CoverTTL(ttl)
 			s.broadcastMajority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
 		default:
-			writeSpec(c, spec.notOwned)
+			writeSpec(c, spec.NotOwned)
 		}
-	case opExtendIfLeft:
+	case lockscripts.OpExtendIfLeft:
 		s.extendIfLeft(ctx, c, spec, key, token, argv)
-	case opInspect:
+	case lockscripts.OpInspect:
 		k, err := s.rl.Read(ctx, key)
 		switch {
 		case err != nil:
@@ -387,16 +388,16 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *scriptSpec, key stri
 			c.WriteBulkString(k.Value)
 			c.WriteInt64(ms(k.PTTL))
 		}
-	case opOwnerTTL:
+	case lockscripts.OpOwnerTTL:
 		k, err := s.rl.Read(ctx, key)
 		switch {
 		case err != nil:
 			writeErr(c, err)
 		case !k.Exists:
-			writeSpec(c, spec.absent)
+			writeSpec(c, spec.Absent)
 		case k.Value != token:
-			writeSpec(c, spec.notOwned)
-		case k.PTTL < 0 && spec.positive:
+			writeSpec(c, spec.NotOwned)
+		case k.PTTL < 0 && spec.Positive:
 			c.WriteInt(0)
 		default:
 			c.WriteInt64(ms(k.PTTL))
@@ -413,30 +414,31 @@ func arg(argv [][]byte, i int) (string, bool) {
 
 // ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
 // Negative values are kept: PEXPIRE with one ends the key, as on Redis.
-func ttlArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (time.Duration, bool) {
-	v, ok := arg(argv, spec.ttlArg)
+func ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
+	v, ok := arg(argv, spec.TTLArg)
 	n, err := strconv.ParseInt(v, 10, 64)
-	limit := int64(1<<62) / int64(spec.ttlUnit)
-	positive := spec.kind == opAcquire || spec.kind == opRWAcquire || spec.kind == opHashAcquire || spec.kind == opPermitAcquire || spec.kind == opPermitRefresh
+	limit := int64(1<<62) / int64(spec.TTLUnit)
+	positive := spec.Op == lockscripts.OpAcquire || spec.Op == lockscripts.OpRWAcquire || spec.Op == lockscripts.OpHashAcquire ||
+		spec.Op == lockscripts.OpPermitAcquire || spec.Op == lockscripts.OpPermitRefresh
 	if !ok || err != nil || n > limit || n < -limit || positive && n <= 0 {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "]")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "]")
 		return 0, false
 	}
-	if spec.absolute {
+	if spec.Absolute {
 		// A Unix time (PXAT, PEXPIREAT), read against the proxy's clock:
 		// the TTL is what is left of it now.
 		at := time.UnixMilli(n)
-		if spec.ttlUnit == time.Second {
+		if spec.TTLUnit == time.Second {
 			at = time.Unix(n, 0)
 		}
 		ttl := time.Until(at)
 		if ttl <= 0 && positive {
-			c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.ttlArg+1) + "] has passed")
+			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "] has passed")
 			return 0, false
 		}
 		return ttl.Round(time.Millisecond), true
 	}
-	return time.Duration(n) * spec.ttlUnit, true
+	return time.Duration(n) * spec.TTLUnit, true
 }
 
 // cmdScript answers SCRIPT LOAD, EXISTS and FLUSH from the proxy's own cache,
@@ -452,7 +454,7 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteError("ERR wrong number of arguments for 'script|load' command")
 			return
 		}
-		sha, _ := s.scripts.add(args[2])
+		sha, _ := s.scripts.Add(args[2])
 		c.WriteBulkString(sha)
 	case "exists":
 		if len(args) < 3 {
@@ -461,16 +463,26 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		c.WriteArray(len(args) - 2)
 		for _, sha := range args[2:] {
-			if _, ok := s.scripts.get(string(sha)); ok || specBySHA(string(sha)) != nil {
+			if _, ok := s.scripts.Get(string(sha)); ok || lockscripts.BySHA(string(sha)) != nil {
 				c.WriteInt(1)
 			} else {
 				c.WriteInt(0)
 			}
 		}
 	case "flush":
-		s.scripts.flush()
+		s.scripts.Flush()
 		s.forward(c, st, args, false)
 	default:
 		s.forward(c, st, args, false)
 	}
+}
+
+// writeSpec writes one of a recognised script's replies; nil as the
+// connection's null (RESP3's own in RESP3, as Redis answers it there).
+func writeSpec(c redcon.Conn, reply string) {
+	if reply == lockscripts.NilReply {
+		c.WriteNull()
+		return
+	}
+	c.WriteRaw([]byte(reply))
 }

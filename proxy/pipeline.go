@@ -10,6 +10,8 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 )
 
 // Lock operations pipelined on one connection run concurrently. The
@@ -93,18 +95,18 @@ func (s *Server) lockScriptKeys(name string, args [][]byte) ([][]byte, bool) {
 	if err != nil || nk < 1 || nk > int64(len(args)-3) {
 		return nil, false
 	}
-	var spec *scriptSpec
+	var spec *lockscripts.Spec
 	if name == "evalsha" {
-		if e, ok := s.scripts.get(string(args[1])); ok {
-			spec = e.spec
+		if e, ok := s.scripts.Get(string(args[1])); ok {
+			spec = e.Spec
 		} else {
-			spec = specBySHA(string(args[1]))
+			spec = lockscripts.BySHA(string(args[1]))
 		}
 	} else {
-		_, e := s.scripts.add(args[1])
-		spec = e.spec
+		_, e := s.scripts.Add(args[1])
+		spec = e.Spec
 	}
-	if spec == nil || spec.kind == opNotALock || nk > 1 && !spec.multi {
+	if spec == nil || spec.Op == lockscripts.OpNotALock || nk > 1 && !spec.Multi {
 		return nil, false
 	}
 	return args[3 : 3+nk], true

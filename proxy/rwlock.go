@@ -7,50 +7,51 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // runRWScript runs a read/write lock script (Symfony Lock's sorted-set
 // format) as a quorum operation and answers as the library's script would
-// on a single Redis holding the quorum's state: spec.ok when it took
-// effect on a quorum, else spec.notOwned.
-func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
+// on a single Redis holding the quorum's state: spec.OK when it took
+// effect on a quorum, else spec.NotOwned.
+func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	start := time.Now()
 	var ok bool
 	var err error
-	switch spec.kind {
-	case opRWAcquire:
+	switch spec.Op {
+	case lockscripts.OpRWAcquire:
 		ttl, valid := ttlArg(c, spec, argv)
 		if !valid {
 			return
 		}
-		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.shared)
+		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.Shared)
 		s.m.Acquire(err, time.Since(start))
 		ok = err == nil
 		if errors.Is(err, engine.ErrNotAcquired) {
 			err = nil
 		}
-	case opRWExtend:
+	case lockscripts.OpRWExtend:
 		ttl, valid := ttlArg(c, spec, argv)
 		if !valid {
 			return
 		}
 		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
 		s.m.Extend(ok, err, time.Since(start))
-	case opRWRelease:
+	case lockscripts.OpRWRelease:
 		var r engine.ReleaseResult
 		r, err = s.rl.ReleaseRW(ctx, key, token)
 		ok = r.Released(s.rl.Quorum())
 		s.m.Release(ok, err, time.Since(start))
-	case opRWHeld:
+	case lockscripts.OpRWHeld:
 		ok, err = s.rl.HeldRW(ctx, key, token)
 	}
 	switch {
 	case err != nil:
 		writeErr(c, err)
 	case ok:
-		writeSpec(c, spec.ok)
+		writeSpec(c, spec.OK)
 	default:
-		writeSpec(c, spec.notOwned)
+		writeSpec(c, spec.NotOwned)
 	}
 }

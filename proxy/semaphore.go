@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -21,43 +21,9 @@ import (
 // own quorum (engine.PermitQuorum: more than N·limit/(limit+1) masters, not
 // a majority); its release, ZREM of the identifier, removes it from every
 // master. Every other sorted-set command on such a key is refused: on the
-// backend it would read or change one master's copy of the permits.
-
-// Permit operations, beside the script kinds of known_scripts.go.
-const (
-	opPermitAcquire opKind = 200 + iota // take one of the key's permits for the token
-	opPermitRefresh                     // renew the token's permit
-	opPermitRelease                     // give the token's permit back
-)
-
-// permitOps are the permit operations by their names in [[scripts]].
-var permitOps = map[string]opKind{"permit_acquire": opPermitAcquire, "permit_refresh": opPermitRefresh, "permit_release": opPermitRelease}
-
-// permitSpec checks what a [[scripts]] entry declares of a permit
-// operation (sp.kind, already set from its op) and sets its limit's index:
-// acquire and refresh need the limit (the quorum depends on it) and the
-// TTL; none takes several keys; limit_arg is for them alone.
-func (c ScriptConfig) permitSpec(sp *scriptSpec) error {
-	switch {
-	case sp.kind != opPermitAcquire && sp.kind != opPermitRefresh && sp.kind != opPermitRelease:
-		if c.LimitArg != 0 {
-			return fmt.Errorf("limit_arg is for op \"permit_acquire\" and \"permit_refresh\"")
-		}
-		return nil
-	case c.Multi:
-		return fmt.Errorf("op %q takes one key (the semaphore), not multi", c.Op)
-	case sp.kind == opPermitRelease && c.LimitArg != 0:
-		return fmt.Errorf("limit_arg is for op \"permit_acquire\" and \"permit_refresh\"")
-	case sp.kind == opPermitRelease:
-		return nil
-	case c.LimitArg < 1:
-		return fmt.Errorf("limit_arg must be an ARGV index from 1 for op %q (the semaphore's quorum depends on its number of permits)", c.Op)
-	case c.TTLArg < 1:
-		return fmt.Errorf("ttl_arg must be an ARGV index from 1 for op %q", c.Op)
-	}
-	sp.limitArg = c.LimitArg - 1
-	return nil
-}
+// backend it would read or change one master's copy of the permits. The
+// permit operations (lockscripts.OpPermitAcquire…) are recognised, and
+// declared in [[scripts]], in package lockscripts.
 
 // semaphorePrefix begins the key of every redis-semaphore Semaphore (and
 // MultiSemaphore); the library adds it to the name it is given.
@@ -71,11 +37,11 @@ func (s *Server) isPermitKey(key []byte) bool {
 
 // runPermitScript runs a permit script on the quorum and answers as the
 // library's script would on a single Redis holding the quorum's state:
-// spec.ok when it took effect, spec.notOwned when not (no permit free, not
+// spec.OK when it took effect, spec.NotOwned when not (no permit free, not
 // held, not a member), NOQUORUM when that cannot be known.
-func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *scriptSpec, key, token string, argv [][]byte) {
+func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	start := time.Now()
-	if spec.kind == opPermitRelease {
+	if spec.Op == lockscripts.OpPermitRelease {
 		n, err := s.rl.ReleasePermit(ctx, key, token)
 		s.m.Release(n > 0, err, time.Since(start))
 		answerPermit(c, spec, n > 0, err)
@@ -89,8 +55,8 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *scrip
 	if !ok {
 		return
 	}
-	switch spec.kind {
-	case opPermitAcquire:
+	switch spec.Op {
+	case lockscripts.OpPermitAcquire:
 		_, err := s.rl.AcquirePermit(ctx, key, token, limit, ttl)
 		s.m.Acquire(err, time.Since(start))
 		if errors.Is(err, engine.ErrNotAcquired) {
@@ -98,31 +64,31 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *scrip
 			return
 		}
 		answerPermit(c, spec, err == nil, err)
-	case opPermitRefresh:
+	case lockscripts.OpPermitRefresh:
 		_, extended, err := s.rl.ExtendPermit(ctx, key, token, limit, ttl)
 		s.m.Extend(extended, err, time.Since(start))
 		answerPermit(c, spec, extended, err)
 	}
 }
 
-func answerPermit(c redcon.Conn, spec *scriptSpec, ok bool, err error) {
+func answerPermit(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
 	switch {
 	case err != nil:
 		writeErr(c, err)
 	case ok:
-		writeSpec(c, spec.ok)
+		writeSpec(c, spec.OK)
 	default:
-		writeSpec(c, spec.notOwned)
+		writeSpec(c, spec.NotOwned)
 	}
 }
 
 // limitArg reads a permit script's number of permits, an integer (the
 // library's script would fail on anything else).
-func limitArg(c redcon.Conn, spec *scriptSpec, argv [][]byte) (int64, bool) {
-	v, ok := arg(argv, spec.limitArg)
+func limitArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (int64, bool) {
+	v, ok := arg(argv, spec.LimitArg)
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if !ok || err != nil {
-		c.WriteError("ERR redlock-proxy: the '" + spec.name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.limitArg+1) + "]")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.LimitArg+1) + "]")
 		return 0, false
 	}
 	return n, true

@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/admin"
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -39,7 +40,7 @@ type Server struct {
 	// backend in RESP3, type for type.
 	be3     *backend
 	mux3    *muxPool
-	scripts *scriptCache
+	scripts *lockscripts.Cache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
 	ops     *opRunners // run pipelined lock operations (pipeline.go)
 	// leasesActive counts LOCK.ACQUIRE … LEASE locks being renewed.
@@ -102,12 +103,12 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	custom, err := customScripts(cfg.Scripts)
+	custom, err := lockscripts.Specs(cfg.Scripts)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, log: log, rl: rl, scripts: newScriptCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
+		cfg: cfg, log: log, rl: rl, scripts: lockscripts.NewCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
 		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
 	}
 	s.creds = creds

@@ -5,30 +5,6 @@ import (
 	"testing"
 )
 
-func TestNormalizeScript(t *testing.T) {
-	same := [][2]string{
-		{"return redis.call('GET', KEYS[1])", "return redis.call(\"get\",KEYS[1])"},
-		{"if a then\n\treturn 1;\nend", "if a then return 1 end"},
-		{"-- a comment\nreturn 1", "return 1"},
-		{"return 1 --[[ long\ncomment ]]", "return 1"},
-	}
-	for _, p := range same {
-		if normalizeScript(p[0]) != normalizeScript(p[1]) {
-			t.Errorf("%q and %q normalise differently: %q vs %q", p[0], p[1], normalizeScript(p[0]), normalizeScript(p[1]))
-		}
-	}
-	differ := [][2]string{
-		{"return a b", "return ab"},
-		{"return redis.call('get', KEYS[1])", "return redis.call('del', KEYS[1])"},
-		{"return '--x'", "return ''"},
-	}
-	for _, p := range differ {
-		if normalizeScript(p[0]) == normalizeScript(p[1]) {
-			t.Errorf("%q and %q normalise alike", p[0], p[1])
-		}
-	}
-}
-
 func TestParseSet(t *testing.T) {
 	ok := [][]string{
 		{"set", "k", "v", "nx", "px", "10"},
@@ -85,21 +61,6 @@ func FuzzParseSet(f *testing.F) {
 		o, msg := parseSet(bs([]string{"set", a, b, c, d, e}))
 		if msg == "" && o.expire != "" && o.n <= 0 {
 			t.Fatalf("accepted a non-positive expire: %+v", o)
-		}
-	})
-}
-
-func FuzzNormalizeScript(f *testing.F) {
-	f.Add("if redis.call('get', KEYS[1]) == ARGV[1] then return 1 end -- x")
-	f.Fuzz(func(t *testing.T, s string) {
-		n := normalizeScript(s)
-		if normalizeScript(s) != n {
-			t.Fatalf("not deterministic: %q", s)
-		}
-		for i := 1; i < len(n); i++ {
-			if n[i] == ' ' && n[i-1] == ' ' {
-				t.Fatalf("white space left unfolded in %q", n)
-			}
 		}
 	})
 }

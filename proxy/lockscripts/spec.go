@@ -1,0 +1,115 @@
+package lockscripts
+
+import (
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
+)
+
+// Op is the quorum operation a recognised script stands for.
+type Op int
+
+// The operations.
+const (
+	OpRelease  Op = iota + 1 // delete the key where it holds the token
+	OpExtend                 // renew the key's TTL where it holds the token
+	OpAcquire                // take the key if absent (SET NX)
+	OpOwnerTTL               // the key's PTTL if it holds the token
+	// Extend if at least MinArg ms are left, answering an array: the
+	// outcome (1 extended, 0 too little left, -1 not held) and the TTL left
+	// before (redlock-universal's atomic extend).
+	OpExtendIfLeft
+	// The key's value and PTTL as an array, nil when absent
+	// (redlock-universal's inspect).
+	OpInspect
+	// Read/write locks in Symfony Lock's sorted-set format (RedisStore ≥ 5.2).
+	OpRWAcquire // take the key for the token, exclusively or shared
+	OpRWExtend  // renew the token's hold
+	OpRWRelease // remove the token
+	OpRWHeld    // whether the token holds the key
+	// A library's own script that is not a lock operation: it runs on the
+	// backend as it is, even on a lock key (proxy.unknown_scripts does not
+	// refuse it).
+	OpNotALock
+)
+
+// Redisson's RLock: the lock is a hash whose field, "<client id>:<thread
+// id>", counts the holder's holds (docs/clients.md#redisson).
+const (
+	OpHashAcquire     Op = iota + 100 // a free key, or one more hold: nil, else the PTTL
+	OpHashRelease                     // one hold back; the last deletes and publishes: 1, 0 held still, nil not held
+	OpHashExtend                      // the watchdog's renewal: 1 or 0
+	OpHashExtendBatch                 // the batched renewal (≥ 3.44): 1 or 0 per key
+	OpHashForceUnlock                 // delete and publish: 1, else 0
+)
+
+// IsHash reports whether o is one of Redisson's hash-lock operations.
+func (o Op) IsHash() bool { return o >= OpHashAcquire && o <= OpHashForceUnlock }
+
+// Counting semaphores: redis-semaphore's Semaphore keeps its permits in a
+// sorted set of its holders' tokens (docs/clients.md#redis-semaphores-semaphore).
+const (
+	OpPermitAcquire Op = 200 + iota // take one of the key's permits for the token
+	OpPermitRefresh                 // renew the token's permit
+	OpPermitRelease                 // give the token's permit back
+)
+
+// IsPermit reports whether o is one of a counting semaphore's permit
+// operations.
+func (o Op) IsPermit() bool { return o >= OpPermitAcquire && o <= OpPermitRelease }
+
+// The forms of Redisson's unlock script (Spec.Form).
+const (
+	HashPublishFixed = iota // ≤ 3.21: PUBLISH
+	HashPublishArg          // 3.22–3.23: the command in ARGV[4]
+	HashPublishLatch        // ≥ 3.24: the command in ARGV[4], the latch KEYS[3] for ARGV[5] ms
+)
+
+// Raw replies used by the script table.
+const (
+	rOK   = "+OK\r\n"
+	rOne  = ":1\r\n"
+	rZero = ":0\r\n"
+	rNeg1 = ":-1\r\n"
+	rNil  = NilReply
+)
+
+// NilReply is the raw nil reply (RESP2's null bulk string); the proxy writes
+// it as the connection's null, RESP3's own in RESP3.
+const NilReply = "$-1\r\n"
+
+// Spec says how to run a recognised script as a quorum operation and what
+// to answer, so that the calling library sees what a single Redis holding
+// the quorum's state would have answered it. Specs are shared and
+// read-only.
+type Spec struct {
+	Name     string
+	Op       Op
+	TokenArg int           // ARGV index (0-based) of the token
+	TTLArg   int           // ARGV index of the TTL, -1 if none
+	TTLUnit  time.Duration // unit of the TTL argument
+	MinArg   int           // OpExtendIfLeft: ARGV index of the least TTL left, in ms
+	LimitArg int           // permit operations: ARGV index of the semaphore's number of permits
+	Absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
+	Mode     engine.ExtendMode
+	AddIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
+	Positive bool                     // owner TTL: answer 0 rather than a negative TTL
+	Multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
+	// Publish: a release that also publishes on a channel, given as
+	// KEYS[2] (the lock is KEYS[1]), when it removed the key. The proxy
+	// publishes once on the backend after a release on a quorum, so that
+	// waiters subscribed there (through the proxy or not) wake once.
+	Publish func(key, token string) string
+	// DBArg is the 1-based ARGV index of a database number the script
+	// SELECTs first (0: none). Only database 0 is served: another is
+	// refused, as SELECT is.
+	DBArg  int
+	Shared bool // read/write acquire: a shared (read) lock
+	Form   int  // Redisson's unlock: how it publishes, and whether it has a latch
+	// acquire: a held key whose quorum value the caller may take over
+	Reclaim  func(argv [][]byte, held string) bool
+	OK       string // the operation took effect on a quorum
+	NotOwned string // a quorum holds another value, or no quorum agrees
+	Absent   string // a quorum does not hold the key
+	NoTTL    string // extend "add": the key has no TTL to add to
+}
