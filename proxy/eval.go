@@ -66,7 +66,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	switch {
 	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
 		s.runHashScript(c, st, spec, strs(keys), argv)
-	case spec != nil && spec.Publish != nil && lock > 0:
+	case spec != nil && spec.Publishes() && lock > 0:
 		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
 		// channel, which need not be a lock key.
 		if len(keys) != 2 || !s.isLockKey(keys[0]) {
@@ -202,7 +202,7 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 		// One PUBLISH on the backend, where the lock's waiters subscribe;
 		// its reply is not the client's. (A failure is logged; the waiters
 		// fall back on their own timeouts.)
-		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.Publish(key, token))}, false)
+		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.Message(key, token))}, false)
 	})
 }
 
@@ -338,7 +338,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			return
 		}
 		mode := spec.Mode
-		if spec.AddIf != nil && spec.AddIf(argv) {
+		if spec.AddIf(argv) {
 			mode = engine.ExtendAdd
 		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
@@ -366,7 +366,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			writeSpec(c, spec.OK)
 		case !errors.Is(err, engine.ErrNotAcquired):
 			writeErr(c, err)
-		case spec.Reclaim != nil && r.Prev != nil && spec.Reclaim(argv, *r.Prev):
+		case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
 			// The quorum holder carries the caller's token: it may take
 			// the key over with its new value, on every master.
 			s.rl.CoverTTL(ttl)
@@ -413,14 +413,13 @@ func arg(argv [][]byte, i int) (string, bool) {
 }
 
 // ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
-// Negative values are kept: PEXPIRE with one ends the key, as on Redis.
+// Negative values are kept: PEXPIRE with one ends the key, as on Redis;
+// an acquire's TTL must be positive, its expiry time in the future.
 func ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
 	v, ok := arg(argv, spec.TTLArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.TTLUnit)
-	positive := spec.Op == lockscripts.OpAcquire || spec.Op == lockscripts.OpRWAcquire || spec.Op == lockscripts.OpHashAcquire ||
-		spec.Op == lockscripts.OpPermitAcquire || spec.Op == lockscripts.OpPermitRefresh
-	if !ok || err != nil || n > limit || n < -limit || positive && n <= 0 {
+	if !ok || err != nil || n > limit || n < -limit || (spec.Op.PositiveTTL() && n <= 0) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "]")
 		return 0, false
 	}
@@ -432,7 +431,7 @@ func ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration
 			at = time.Unix(n, 0)
 		}
 		ttl := time.Until(at)
-		if ttl <= 0 && positive {
+		if ttl <= 0 && spec.Op.PositiveTTL() {
 			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "] has passed")
 			return 0, false
 		}

@@ -1,9 +1,7 @@
 package lockscripts
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +33,7 @@ var builtin = map[string]*Spec{
 	// redis-py Lock.extend: ARGV[3] "0" adds to the remaining TTL, "1"
 	// replaces it; either way a key without a TTL is refused.
 	"f450802dd75d333e0f6e746befbe093331bc1869": {Name: "redis-py extend", Op: OpExtend, TTLArg: 1, TTLUnit: time.Millisecond, Mode: engine.ExtendSetIfTTL,
-		AddIf: func(argv [][]byte) bool { return len(argv) > 2 && string(argv[2]) == "0" }, OK: rOne, NotOwned: rZero, Absent: rZero, NoTTL: rZero},
+		addIf: &argEquals{arg: 2, value: "0"}, OK: rOne, NotOwned: rZero, Absent: rZero, NoTTL: rZero},
 	// redis-py 3.0–3.4 Lock.extend: always additive.
 	"9c88fe13df0b37e65edadc538dd26de4f193ce68": {Name: "redis-py extend (3.0-3.4)", Op: OpExtend, TTLArg: 1, TTLUnit: time.Millisecond, Mode: engine.ExtendAdd, OK: rOne, NotOwned: rZero, Absent: rZero, NoTTL: rZero},
 	// go-redsync ≥ 4.15 touch that also takes an absent key.
@@ -82,7 +80,7 @@ var builtin = map[string]*Spec{
 	// simple-redis-mutex 3 release: compare-and-delete, then PUBLISH on
 	// KEYS[2] a JSON naming the key and value; no reply (nil).
 	"7965b247008f47847a66205eb399c8bfc1a358cd": {Name: "simple-redis-mutex release", Op: OpRelease, OK: rNil, NotOwned: rNil, Absent: rNil,
-		Publish: func(key, token string) string { return fmt.Sprintf(`{ "key": "%s", "value": "%s" }`, key, token) }},
+		publish: `{ "key": "{key}", "value": "{token}" }`},
 	// node-redlock 3 acquire: SET NX PX; OK or nil.
 	"af941bd341c75f42f71417c790ff831ddf365132": {Name: "node-redlock 3 acquire", Op: OpAcquire, TokenArg: 0, TTLArg: 1, TTLUnit: time.Millisecond, OK: rOK, NotOwned: rNil, Absent: rNil},
 
@@ -92,13 +90,13 @@ var builtin = map[string]*Spec{
 	// bsm/redislock 0.9 obtain: SET NX PX ARGV[3]; a key whose value starts
 	// with the caller's token (its first ARGV[2] bytes) is taken over.
 	"e16f7c44afa75fbb95a41921267d0e13df09bad5": {Name: "bsm/redislock obtain", Op: OpAcquire, TokenArg: 0, TTLArg: 2, TTLUnit: time.Millisecond,
-		Reclaim: sameTokenPrefix, OK: rOK, NotOwned: rNil, Absent: rNil},
+		reclaim: reclaimTokenPrefix, prefixLenArg: 1, OK: rOK, NotOwned: rNil, Absent: rNil},
 
 	// go-zero RedisLock acquire (core/stores/redis/lockscript.lua): the
 	// holder's id renews the lock (SET PX, "OK"), anyone else's is SET NX
 	// PX (OK or nil).
 	"219aeced36860dc998017dffe18ecace408fa461": {Name: "go-zero acquire", Op: OpAcquire, TokenArg: 0, TTLArg: 1, TTLUnit: time.Millisecond,
-		Reclaim: sameToken, OK: rOK, NotOwned: rNil, Absent: rNil},
+		reclaim: reclaimSameToken, OK: rOK, NotOwned: rNil, Absent: rNil},
 
 	// bsm/redislock 0.9 PTTL: the TTL if owned, else -3.
 	"0346cd486b0a21da6d24adcd2e2905865b5df13d": {Name: "bsm/redislock pttl", Op: OpOwnerTTL, NotOwned: ":-3\r\n", Absent: ":-3\r\n"},
@@ -214,24 +212,6 @@ func WireSHAs() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// sameTokenPrefix: ARGV[2] is the length of the token that starts ARGV[1].
-func sameTokenPrefix(argv [][]byte, held string) bool {
-	if len(argv) < 2 {
-		return false
-	}
-	n, err := strconv.Atoi(string(argv[1]))
-	if err != nil || n < 0 || n > len(argv[0]) || n > len(held) {
-		return false
-	}
-	return held[:n] == string(argv[0][:n])
-}
-
-// sameToken is a reclaim for scripts that let the holder of a key take it
-// again: the key holds the caller's token (ARGV[1]) on a quorum.
-func sameToken(argv [][]byte, held string) bool {
-	return len(argv) > 0 && held == string(argv[0])
 }
 
 // Redisson's RLock (docs/clients.md#redisson): each script runs as a quorum

@@ -100,16 +100,16 @@ func viewSpec(sp *Spec) specView {
 	v := specView{Name: sp.Name, Op: sp.Op, TokenArg: sp.TokenArg, TTLArg: sp.TTLArg, TTLUnit: sp.TTLUnit, Absolute: sp.Absolute,
 		MinArg: sp.MinArg, LimitArg: sp.LimitArg, Mode: sp.Mode, Positive: sp.Positive, Multi: sp.Multi, DBArg: sp.DBArg, Shared: sp.Shared, Form: sp.Form,
 		OK: sp.OK, NotOwned: sp.NotOwned, Absent: sp.Absent, NoTTL: sp.NoTTL}
-	if sp.AddIf != nil {
+	if sp.addIf != nil {
 		v.AddIf = answers(len(addIfSamples), func(i int) bool { return sp.AddIf(argvOf(addIfSamples[i])) })
 	}
-	if sp.Reclaim != nil {
+	if sp.reclaim != reclaimNone {
 		v.Reclaim = answers(len(reclaimSamples), func(i int) bool {
-			return sp.Reclaim(argvOf(reclaimSamples[i].argv), reclaimSamples[i].held)
+			return sp.Reclaims(argvOf(reclaimSamples[i].argv), reclaimSamples[i].held)
 		})
 	}
-	if sp.Publish != nil {
-		v.Publish = sp.Publish(publishSample[0], publishSample[1])
+	if sp.Publishes() {
+		v.Publish = sp.Message(publishSample[0], publishSample[1])
 	}
 	return v.relevant()
 }

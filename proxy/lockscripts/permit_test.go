@@ -10,11 +10,11 @@ import (
 // takes several keys; limit_arg belongs to them alone.
 func TestPermitScriptDeclarations(t *testing.T) {
 	ok := Config{File: "a.lua", Source: "return 1", Op: "permit_acquire", TokenArg: 2, TTLArg: 3, LimitArg: 1}
-	sp, err := ok.spec()
+	sp, err := ok.Spec(ok.File)
 	if err != nil || sp.Op != OpPermitAcquire || sp.LimitArg != 0 || sp.TokenArg != 1 || sp.TTLArg != 2 {
 		t.Fatalf("a valid permit_acquire: %+v %v", sp, err)
 	}
-	if sp, err := (Config{File: "r.lua", Source: "return 1", Op: "permit_release", TokenArg: 1}).spec(); err != nil || sp.Op != OpPermitRelease {
+	if sp, err := (Config{File: "r.lua", Source: "return 1", Op: "permit_release", TokenArg: 1}).Spec("r.lua"); err != nil || sp.Op != OpPermitRelease {
 		t.Fatalf("a valid permit_release: %+v %v", sp, err)
 	}
 	for _, c := range []struct {
@@ -32,7 +32,7 @@ func TestPermitScriptDeclarations(t *testing.T) {
 	} {
 		bad := ok
 		c.mutate(&bad)
-		if _, err := bad.spec(); err == nil || !strings.Contains(err.Error(), c.err) {
+		if _, err := bad.Spec(bad.File); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%+v: %v, want an error with %q", bad, err, c.err)
 		}
 	}

@@ -1,6 +1,8 @@
 package lockscripts
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -42,6 +44,12 @@ const (
 	OpHashExtendBatch                 // the batched renewal (≥ 3.44): 1 or 0 per key
 	OpHashForceUnlock                 // delete and publish: 1, else 0
 )
+
+// PositiveTTL reports whether o's TTL must be positive: it takes a lock or
+// a permit, or renews a permit.
+func (o Op) PositiveTTL() bool {
+	return o == OpAcquire || o == OpRWAcquire || o == OpHashAcquire || o == OpPermitAcquire || o == OpPermitRefresh
+}
 
 // IsHash reports whether o is one of Redisson's hash-lock operations.
 func (o Op) IsHash() bool { return o >= OpHashAcquire && o <= OpHashForceUnlock }
@@ -92,24 +100,80 @@ type Spec struct {
 	LimitArg int           // permit operations: ARGV index of the semaphore's number of permits
 	Absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
 	Mode     engine.ExtendMode
-	AddIf    func(argv [][]byte) bool // extend: add to the remaining TTL instead of setting it
-	Positive bool                     // owner TTL: answer 0 rather than a negative TTL
-	Multi    bool                     // takes any number of KEYS, all or none; answers a count of keys
-	// Publish: a release that also publishes on a channel, given as
-	// KEYS[2] (the lock is KEYS[1]), when it removed the key. The proxy
-	// publishes once on the backend after a release on a quorum, so that
-	// waiters subscribed there (through the proxy or not) wake once.
-	Publish func(key, token string) string
+	Positive bool // owner TTL: answer 0 rather than a negative TTL
+	Multi    bool // takes any number of KEYS, all or none; answers a count of keys
 	// DBArg is the 1-based ARGV index of a database number the script
 	// SELECTs first (0: none). Only database 0 is served: another is
 	// refused, as SELECT is.
-	DBArg  int
-	Shared bool // read/write acquire: a shared (read) lock
-	Form   int  // Redisson's unlock: how it publishes, and whether it has a latch
-	// acquire: a held key whose quorum value the caller may take over
-	Reclaim  func(argv [][]byte, held string) bool
+	DBArg    int
+	Shared   bool   // read/write acquire: a shared (read) lock
+	Form     int    // Redisson's unlock: how it publishes, and whether it has a latch
 	OK       string // the operation took effect on a quorum
 	NotOwned string // a quorum holds another value, or no quorum agrees
 	Absent   string // a quorum does not hold the key
-	NoTTL    string // extend "add": the key has no TTL to add to
+	NoTTL    string // extend "setttl" or "add": the key has no TTL to add to
+
+	addIf        *argEquals  // extend: when this ARGV holds this value, add to the remaining TTL
+	reclaim      reclaimRule // acquire: a held key whose quorum value the caller may take over
+	prefixLenArg int         // reclaimTokenPrefix: ARGV index of the prefix's length
+	publish      string      // release: the message's template, "" for none
+}
+
+// argEquals is an ARGV value: the argument at index arg (0-based) is value.
+type argEquals struct {
+	arg   int
+	value string
+}
+
+// reclaimRule says when an acquire may take over a key held on a quorum.
+type reclaimRule int
+
+const (
+	reclaimNone        reclaimRule = iota
+	reclaimSameToken               // the key holds the caller's token
+	reclaimTokenPrefix             // the key's value starts with the caller's token's first ARGV[prefixLenArg] bytes
+)
+
+// AddIf reports whether an extend called with argv adds its TTL to what
+// is left of the lock rather than setting it: its add_if argument holds
+// the value that says so.
+func (sp *Spec) AddIf(argv [][]byte) bool {
+	a := sp.addIf
+	return a != nil && a.arg < len(argv) && string(argv[a.arg]) == a.value
+}
+
+// Reclaims reports whether an acquire called with argv takes over a key
+// whose value on a quorum is held: the holder takes it again.
+func (sp *Spec) Reclaims(argv [][]byte, held string) bool {
+	if sp.TokenArg < 0 || sp.TokenArg >= len(argv) {
+		return false
+	}
+	token := argv[sp.TokenArg]
+	switch sp.reclaim {
+	case reclaimSameToken:
+		return held == string(token)
+	case reclaimTokenPrefix:
+		if sp.prefixLenArg >= len(argv) {
+			return false
+		}
+		n, err := strconv.Atoi(string(argv[sp.prefixLenArg]))
+		if err != nil || n < 0 || n > len(token) || n > len(held) {
+			return false
+		}
+		return held[:n] == string(token[:n])
+	}
+	return false
+}
+
+// Publishes reports whether the script is a release that also publishes
+// on a channel, given as KEYS[2] (the lock is KEYS[1]), when it removed the
+// key. The proxy publishes once on the backend after a release on a
+// quorum, so that waiters subscribed there (through the proxy or not) wake
+// once.
+func (sp *Spec) Publishes() bool { return sp.publish != "" }
+
+// Message is what a release that publishes sends for key and token: its
+// template with {key} and {token} replaced.
+func (sp *Spec) Message(key, token string) string {
+	return strings.NewReplacer("{key}", key, "{token}", token).Replace(sp.publish)
 }

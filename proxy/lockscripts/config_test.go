@@ -1,0 +1,231 @@
+package lockscripts
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
+)
+
+// Every key of the vocabulary, as an operator writes it, reaches the spec.
+func TestConfigFromTOML(t *testing.T) {
+	const doc = `
+[[scripts]]
+file = "extend.lua"
+op = "extend"
+token_arg = 1
+ttl_arg = 2
+mode = "setttl"
+add_if = { arg = 3, value = "0" }
+no_ttl = -2
+ok = [1, "OK", [2]]
+
+[[scripts]]
+file = "obtain.lua"
+op = "acquire"
+token_arg = 2
+ttl_arg = 3
+ttl_unit = "unix_s"
+reclaim = "token_prefix"
+prefix_len_arg = 1
+db_arg = 4
+ok = "OK"
+not_owned = "nil"
+
+[[scripts]]
+file = "read.lua"
+op = "rw_acquire"
+token_arg = 1
+ttl_arg = 2
+shared = true
+
+[[scripts]]
+file = "unlock.lua"
+op = "hash_release"
+token_arg = 3
+ttl_arg = 2
+unlock_form = "latch"
+
+[[scripts]]
+file = "renew.lua"
+op = "hash_extend_batch"
+token_arg = 2
+ttl_arg = 1
+
+[[scripts]]
+file = "left.lua"
+op = "owner_ttl"
+token_arg = 1
+positive = true
+
+[[scripts]]
+file = "permit.lua"
+op = "permit_acquire"
+token_arg = 2
+ttl_arg = 3
+limit_arg = 1
+`
+	var f struct {
+		Scripts []Config `toml:"scripts"`
+	}
+	md, err := toml.Decode(doc, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := md.Undecoded(); len(u) > 0 {
+		t.Fatalf("keys not decoded: %v", u)
+	}
+	specs := make([]*Spec, len(f.Scripts))
+	for i, c := range f.Scripts {
+		if specs[i], err = c.Spec(c.File); err != nil {
+			t.Fatalf("%s: %v", c.File, err)
+		}
+	}
+	ext, obtain, read, unlock, renew, left, permit := specs[0], specs[1], specs[2], specs[3], specs[4], specs[5], specs[6]
+	if ext.Op != OpExtend || ext.Mode != engine.ExtendSetIfTTL || ext.NoTTL != ":-2\r\n" || ext.OK != "*3\r\n:1\r\n+OK\r\n*1\r\n:2\r\n" {
+		t.Errorf("extend: %+v", ext)
+	}
+	if !ext.AddIf(argvOf([]string{"t", "10", "0"})) || ext.AddIf(argvOf([]string{"t", "10", "1"})) || ext.AddIf(argvOf([]string{"t", "10"})) {
+		t.Error("add_if: ARGV[3] = \"0\" adds, anything else does not")
+	}
+	if obtain.TokenArg != 1 || obtain.TTLArg != 2 || obtain.TTLUnit != time.Second || !obtain.Absolute || obtain.DBArg != 4 ||
+		obtain.OK != rOK || obtain.NotOwned != NilReply || obtain.Absent != NilReply {
+		t.Errorf("acquire: %+v", obtain)
+	}
+	// ARGV[1] is the prefix's length, ARGV[2] the token.
+	if !obtain.Reclaims(argvOf([]string{"3", "abc-new"}), "abc-old") || obtain.Reclaims(argvOf([]string{"5", "abc-new"}), "abc-old") {
+		t.Error("reclaim token_prefix")
+	}
+	if read.Op != OpRWAcquire || !read.Shared || read.OK != rOne || read.NotOwned != rZero {
+		t.Errorf("rw_acquire: %+v", read)
+	}
+	if unlock.Op != OpHashRelease || unlock.Form != HashPublishLatch || unlock.TokenArg != 2 || unlock.TTLArg != 1 {
+		t.Errorf("hash_release: %+v", unlock)
+	}
+	if renew.Op != OpHashExtendBatch || !renew.Multi {
+		t.Errorf("hash_extend_batch takes any number of keys: %+v", renew)
+	}
+	if left.Op != OpOwnerTTL || !left.Positive {
+		t.Errorf("owner_ttl: %+v", left)
+	}
+	if permit.Op != OpPermitAcquire || permit.LimitArg != 0 || permit.TokenArg != 1 || permit.TTLArg != 2 {
+		t.Errorf("permit_acquire: %+v", permit)
+	}
+}
+
+// The holder an acquire lets take its key again is the holder of the
+// token, wherever the token is in ARGV.
+func TestReclaimSameTokenReadsTheToken(t *testing.T) {
+	sp, err := Config{Op: "acquire", TokenArg: 2, TTLArg: 3, Reclaim: "same_token"}.Spec("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case !sp.Reclaims(argvOf([]string{"other", "tok", "1000"}), "tok"):
+		t.Error("the token's holder is refused")
+	case sp.Reclaims(argvOf([]string{"tok", "other", "1000"}), "tok"):
+		t.Error("ARGV[1] taken for the token")
+	case sp.Reclaims(argvOf([]string{"tok"}), "tok"):
+		t.Error("no token, yet reclaimed")
+	}
+}
+
+// Each check of the vocabulary refuses with an error that names the key
+// at fault.
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Op: "unlock"}, `op "unlock" is not one of release, extend,`},
+		{Config{Op: "release"}, "token_arg must be"},
+		{Config{Op: "rw_held"}, "token_arg must be"},
+		{Config{Op: "extend", TokenArg: 1}, "ttl_arg must be"},
+		{Config{Op: "hash_acquire", TokenArg: 2}, "ttl_arg must be"},
+		{Config{Op: "extend_if_left", TokenArg: 1, TTLArg: 3}, "min_arg must be"},
+		{Config{Op: "release", TokenArg: 1, DBArg: -1}, "db_arg must be"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, TTLUnit: "h"}, `ttl_unit "h"`},
+		{Config{Op: "acquire", TokenArg: 1, TTLArg: 2, Reclaim: "always"}, `reclaim "always" is not same_token or token_prefix`},
+		{Config{Op: "release", TokenArg: 1, Reclaim: "same_token"}, "reclaim is for op"},
+		{Config{Op: "acquire", TokenArg: 1, TTLArg: 2, Reclaim: "token_prefix"}, "prefix_len_arg must be"},
+		{Config{Op: "acquire", TokenArg: 1, TTLArg: 2, PrefixLenArg: 2}, "prefix_len_arg is for reclaim"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, Publish: "x"}, "publish is for op"},
+		{Config{Op: "release", TokenArg: 1, Multi: true, Publish: "x"}, "publish is for op"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, Mode: "touch"}, `mode "touch"`},
+		{Config{Op: "rw_extend", TokenArg: 1, TTLArg: 2, Mode: "set"}, "mode is for op"},
+		{Config{Op: "acquire", TokenArg: 1, TTLArg: 2, AddIf: &ArgEquals{Arg: 3, Value: "0"}}, "add_if is for op"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, Multi: true, AddIf: &ArgEquals{Arg: 3, Value: "0"}}, "add_if is for op"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, AddIf: &ArgEquals{Value: "0"}}, "add_if.arg must be"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, Mode: "add", AddIf: &ArgEquals{Arg: 3}}, "add_if: mode"},
+		{Config{Op: "hash_release", TokenArg: 3, TTLArg: 2, UnlockForm: "spublish"}, `unlock_form "spublish"`},
+		{Config{Op: "release", TokenArg: 1, UnlockForm: "latch"}, "unlock_form is for op"},
+		{Config{Op: "release", TokenArg: 1, Positive: true}, "positive is for op"},
+		{Config{Op: "rw_extend", TokenArg: 1, TTLArg: 2, Shared: true}, "shared is for op"},
+		{Config{Op: "rw_acquire", TokenArg: 1, TTLArg: 2, Multi: true}, "multi is not for op"},
+		{Config{Op: "release", TokenArg: 1, OK: "yes"}, "ok: yes is not"},
+		{Config{Op: "release", TokenArg: 1, NotOwned: 1.5}, "not_owned: 1.5 is not"},
+		{Config{Op: "release", TokenArg: 1, Absent: []any{int64(1), "nil"}}, `absent: "nil" cannot be inside an array`},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, NoTTL: []any{true}}, "no_ttl: true is not"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, NoTTL: int64(2)}, "no_ttl is for op"},
+		{Config{Op: "release", TokenArg: 1, NoTTL: int64(2)}, "no_ttl is for op"},
+		{Config{Op: "hash_force_unlock", TokenArg: 1}, `token_arg is not read by op "hash_force_unlock"`},
+		{Config{Op: "rw_release", TokenArg: 1, TTLArg: 2}, `ttl_arg is not read by op "rw_release"`},
+		{Config{Op: "rw_held", TokenArg: 1, TTLUnit: "s"}, `ttl_unit is not read by op "rw_held"`},
+		{Config{Op: "rw_acquire", TokenArg: 1, TTLArg: 2, MinArg: 3}, `min_arg is not read by op "rw_acquire"`},
+		{Config{Op: "not_a_lock", DBArg: 1}, `db_arg is not read by op "not_a_lock"`},
+		{Config{Op: "hash_acquire", TokenArg: 2, TTLArg: 1, OK: int64(1)}, `ok is not read by op "hash_acquire"`},
+		{Config{Op: "rw_held", TokenArg: 1, Absent: int64(0)}, `absent is not read by op "rw_held"`},
+		{Config{Op: "permit_acquire", TokenArg: 1, TTLArg: 2, LimitArg: 3, Absent: int64(0)}, `absent is not read by op "permit_acquire"`},
+		{Config{Op: "permit_release", TokenArg: 1, TTLArg: 2}, `ttl_arg is not read by op "permit_release"`},
+		{Config{Op: "permit_refresh", TokenArg: 1, TTLArg: 2, LimitArg: 3, Mode: "add"}, "mode is for op"},
+		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, LimitArg: 3}, "limit_arg is for op"},
+	} {
+		_, err := c.cfg.Spec("x")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// The first six ops keep ignoring what they always ignored: a config that
+// was accepted still is.
+func TestConfigOlderOpsStayLenient(t *testing.T) {
+	for _, c := range []Config{
+		{Op: "release", TokenArg: 1, TTLArg: 2, TTLUnit: "s", MinArg: 3, Mode: "add", Multi: true},
+		{Op: "inspect", TokenArg: 1, OK: int64(1)},
+		{Op: "owner_ttl", TokenArg: 1, OK: "OK", Multi: true},
+		{Op: "acquire", TokenArg: 1, TTLArg: 2, Absent: int64(-1), Mode: "claim"},
+	} {
+		if _, err := c.Spec("x"); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// An operator's entry for the text of a built-in script takes its place
+// where the proxy has the text; EVALSHA of a library's wire SHA1 on a proxy
+// that never saw the text finds the built-in entry.
+func TestOperatorEntryTakesABuiltinsPlace(t *testing.T) {
+	const unlock = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	builtinUnlock := Builtin(unlock)
+	if builtinUnlock == nil {
+		t.Fatal("the Redlock unlock is not built in")
+	}
+	custom, err := Specs([]Config{{File: "mine.lua", Source: unlock, Op: "release", TokenArg: 1, NotOwned: int64(-7)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache(8, custom)
+	if sp := c.Lookup(unlock); sp == nil || sp.Name != "mine.lua" || sp.NotOwned != ":-7\r\n" {
+		t.Fatalf("lookup: %+v", sp)
+	}
+	if _, e := c.Add([]byte(unlock)); e.Spec.Name != "mine.lua" {
+		t.Fatalf("added: %+v", e.Spec)
+	}
+	if sp := BySHA("4e92fdc63815b3a0a2dd1c1df3694de73607c88d"); sp != builtinUnlock {
+		t.Fatalf("by wire SHA1: %+v", sp)
+	}
+}
