@@ -36,6 +36,10 @@ type oldSpec struct {
 	noTTL    string
 }
 
+// rNeg1 is the one reply the old table spelled that the vocabulary has no
+// constant for.
+const rNeg1 = ":-1\r\n"
+
 var oldBuiltinTable = map[string]*oldSpec{
 	// The Redlock spec's compare-and-delete and its many spellings: redlock-php,
 	// Yii2, php-lock, Laravel, ShedLock, RedLock.net, redlock-rb, pottery,

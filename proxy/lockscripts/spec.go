@@ -73,12 +73,11 @@ const (
 	HashPublishLatch        // ≥ 3.24: the command in ARGV[4], the latch KEYS[3] for ARGV[5] ms
 )
 
-// Raw replies used by the script table.
+// Raw replies: "OK", the defaults of ok and not_owned, and nil.
 const (
 	rOK   = "+OK\r\n"
 	rOne  = ":1\r\n"
 	rZero = ":0\r\n"
-	rNeg1 = ":-1\r\n"
 	rNil  = NilReply
 )
 
