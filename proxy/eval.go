@@ -368,9 +368,17 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			writeErr(c, err)
 		case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
 			// The quorum holder carries the caller's token: it may take
-			// the key over with its new value, on every master.
+			// the key over with its new value, on every master, and is
+			// answered as an acquire that took effect.
 			s.rl.CoverTTL(ttl)
-			s.broadcastMajority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
+			m, ok := s.majority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
+			switch {
+			case !ok: // the error is written
+			case m.Err == nil:
+				writeSpec(c, spec.OK)
+			default:
+				writeResult(c, m)
+			}
 		default:
 			writeSpec(c, spec.NotOwned)
 		}

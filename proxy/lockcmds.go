@@ -389,6 +389,15 @@ func answerKey(r engine.Result) (string, bool) {
 // (engine.Result.Counts) are counted; with too few of them the answer is
 // NOQUORUM.
 func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
+	if r, ok := s.majority(c, args); ok {
+		writeResult(c, r)
+	}
+}
+
+// majority is broadcastMajority's write and count: it returns the answer a
+// quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
+// no answer holds a quorum) and reports false.
+func (s *Server) majority(c redcon.Conn, args []any) (engine.Result, bool) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
@@ -403,15 +412,15 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 		}
 		answered++
 		if counts[k]++; counts[k] >= q {
-			writeResult(c, r)
-			return
+			return r, true
 		}
 	}
 	if answered < q {
 		writeErr(c, &engine.QuorumError{Reachable: answered, Needed: q})
-		return
+		return engine.Result{}, false
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
+	return engine.Result{}, false
 }
 
 func writeResult(c redcon.Conn, r engine.Result) {

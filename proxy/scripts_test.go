@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 )
 
 // The unlock script as the Redlock spec gives it, and spellings of it that
@@ -302,6 +304,89 @@ func TestCustomScriptVocabulary(t *testing.T) {
 		t.Fatalf("a second message: %v", m)
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// Operations the vocabulary gained with the built-in table's declaration,
+// declared for a library the proxy does not know and run on the quorum: an
+// extend that adds to the TTL when ARGV[3] says so and answers -2 for a key
+// without one, an acquire whose holder (by a token prefix) takes the key
+// again, answering arrays, and a read/write lock in Symfony's format.
+func TestCustomScriptDeclaredOps(t *testing.T) {
+	const (
+		extend = `local v = redis.call('get', KEYS[1]) if v ~= ARGV[1] then return 0 end
+			local left = redis.call('pttl', KEYS[1]) if left < 0 then return -2 end
+			if ARGV[3] == 'add' then return redis.call('pexpire', KEYS[1], left + ARGV[2]) end
+			return redis.call('pexpire', KEYS[1], ARGV[2])`
+		acquire = `local v, n = redis.call('get', KEYS[1]), tonumber(ARGV[2])
+			if v and string.sub(v, 1, n) == string.sub(ARGV[1], 1, n) then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3]) return {1} end
+			if redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[3]) then return {1} end return {0}`
+		read   = `if redis.call('zscore', KEYS[1], '__write__') then return 0 end redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) return 1`
+		write  = `if redis.call('zcard', KEYS[1]) > 0 then return 0 end redis.call('zadd', KEYS[1], ARGV[2], ARGV[1], ARGV[2], '__write__') return 1`
+		unlock = `return redis.call('zrem', KEYS[1], ARGV[1])`
+	)
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Scripts = []proxy.ScriptConfig{
+			{File: "extend.lua", Source: extend, Op: "extend", TokenArg: 1, TTLArg: 2, Mode: "setttl",
+				AddIf: &lockscripts.ArgEquals{Arg: 3, Value: "add"}, NoTTL: int64(-2)},
+			{File: "acquire.lua", Source: acquire, Op: "acquire", TokenArg: 1, TTLArg: 3, Reclaim: "token_prefix", PrefixLenArg: 2,
+				OK: []any{int64(1)}, NotOwned: []any{int64(0)}},
+			{File: "read.lua", Source: read, Op: "rw_acquire", TokenArg: 1, TTLArg: 2, Shared: true},
+			{File: "write.lua", Source: write, Op: "rw_acquire", TokenArg: 1, TTLArg: 2},
+			{File: "unlock.lua", Source: unlock, Op: "rw_release", TokenArg: 1},
+		}
+	})
+	ctx := context.Background()
+	eval := func(args ...any) any {
+		t.Helper()
+		v, err := e.do(append([]any{"EVAL"}, args...)...)
+		if err != nil {
+			t.Fatalf("EVAL %v: %v", args[1:], err)
+		}
+		return v
+	}
+
+	key := e.key("ext")
+	must(e.do("SET", key, "tok", "NX", "PX", 10000))
+	mustEqual(t, "extend adding", eval(extend, 1, key, "tok", 20000, "add"), any(int64(1)))
+	if p := must(e.do("PTTL", key)).(int64); p <= 20000 {
+		t.Fatalf("PTTL after adding 20 s to 10 s: %d", p)
+	}
+	mustEqual(t, "extend setting", eval(extend, 1, key, "tok", 5000, "set"), any(int64(1)))
+	if p := must(e.do("PTTL", key)).(int64); p > 5000 {
+		t.Fatalf("PTTL after setting 5 s: %d", p)
+	}
+	mustEqual(t, "extend by another token", eval(extend, 1, key, "other", 5000, "set"), any(int64(0)))
+	noTTL := e.key("nottl")
+	e.seed(noTTL, "tok", 0, 0, 1, 2)
+	mustEqual(t, "adding to a key without a TTL", eval(extend, 1, noTTL, "tok", 5000, "add"), any(int64(-2)))
+	mustEqual(t, "setting a key without a TTL", eval(extend, 1, noTTL, "tok", 5000, "set"), any(int64(-2)))
+
+	key = e.key("acq")
+	mustEqual(t, "acquire", fmt.Sprint(eval(acquire, 1, key, "app1:a", 5, 10000)), "[1]")
+	mustEqual(t, "another's acquire", fmt.Sprint(eval(acquire, 1, key, "app2:b", 5, 10000)), "[0]")
+	mustEqual(t, "the holder's acquire again", fmt.Sprint(eval(acquire, 1, key, "app1:c", 5, 30000)), "[1]")
+	eventually(t, "the holder's new token on every master", func() bool { return count(e.onMasters(key), "app1:c") == 3 })
+
+	key = e.key("rw")
+	mustEqual(t, "a reader", eval(read, 1, key, "r1", 10000), any(int64(1)))
+	mustEqual(t, "a second reader", eval(read, 1, key, "r2", 10000), any(int64(1)))
+	mustEqual(t, "a writer while they read", eval(write, 1, key, "w", 10000), any(int64(0)))
+	mustEqual(t, "a reader's release", eval(unlock, 1, key, "r1"), any(int64(1)))
+	mustEqual(t, "the other reader's release", eval(unlock, 1, key, "r2"), any(int64(1)))
+	mustEqual(t, "a release not held", eval(unlock, 1, key, "r2"), any(int64(0)))
+	mustEqual(t, "the writer", eval(write, 1, key, "w", 10000), any(int64(1)))
+	mustEqual(t, "a reader while it writes", eval(read, 1, key, "r3", 10000), any(int64(0)))
+	eventually(t, "the writer in the sorted set of every master", func() bool {
+		for _, m := range e.masters {
+			c := m.Client()
+			_, err := c.ZScore(ctx, key, "w").Result()
+			c.Close()
+			if err != nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A release that publishes is checked like every script operation: one
