@@ -90,17 +90,17 @@ const NilReply = "$-1\r\n"
 // the quorum's state would have answered it. Specs are shared and
 // read-only.
 type Spec struct {
-	Name     string
-	Op       Op
-	TokenArg int           // ARGV index (0-based) of the token
-	TTLArg   int           // ARGV index of the TTL, -1 if none
-	TTLUnit  time.Duration // unit of the TTL argument
-	MinArg   int           // OpExtendIfLeft: ARGV index of the least TTL left, in ms
-	LimitArg int           // permit operations: ARGV index of the semaphore's number of permits
-	Absolute bool          // the TTL argument is a Unix time in ms (PXAT, PEXPIREAT)
-	Mode     engine.ExtendMode
-	Positive bool // owner TTL: answer 0 rather than a negative TTL
-	Multi    bool // takes any number of KEYS, all or none; answers a count of keys
+	Name     string            // in the errors the client sees: the library's script, or the operator's file
+	Op       Op                // the operation
+	TokenArg int               // ARGV index (0-based) of the token, -1 if none
+	TTLArg   int               // ARGV index of the TTL, -1 if none
+	TTLUnit  time.Duration     // unit of the TTL argument
+	MinArg   int               // OpExtendIfLeft: ARGV index of the least TTL left, in ms
+	LimitArg int               // permit_acquire, permit_refresh: ARGV index of the semaphore's number of permits
+	Absolute bool              // the TTL argument is a Unix time in TTLUnit (PXAT, EXAT, PEXPIREAT)
+	Mode     engine.ExtendMode // OpExtend: how the TTL is set
+	Positive bool              // owner TTL: answer 0 rather than a negative TTL
+	Multi    bool              // takes any number of KEYS, all or none
 	// DBArg is the 1-based ARGV index of a database number the script
 	// SELECTs first (0: none). Only database 0 is served: another is
 	// refused, as SELECT is.
