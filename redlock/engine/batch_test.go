@@ -294,3 +294,54 @@ func (c *slowFirstRead) Read(b []byte) (int, error) {
 	}
 	return c.Conn.Read(b)
 }
+
+// A batch's commands run on the master in the order they were queued, also
+// where a script is new to the master: a script's first use on a connection
+// carries its text, so no command of the batch waits for a NOSCRIPT and a
+// resend while the commands after it run. (With EVALSHA first, the GET
+// below ran before the release it follows, and read the deleted value.)
+func TestScriptsNewToAMasterKeepTheBatchOrder(t *testing.T) {
+	m := redistest.Start(t)
+	c, err := New([]string{m.Addr}, WithRestartGuard(0), WithNodeTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	cl := m.Client()
+	defer cl.Close()
+	w := &worker{b: c.nodes[0].batch}
+	defer func() {
+		if w.conn != nil {
+			w.conn.close()
+		}
+	}()
+	for round := 0; round < 2; round++ { // a new connection, then the same one
+		if err := cl.Set(ctx, "k", "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if err := cl.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var vals [2]any
+		var errs [2]error
+		deadline := time.Now().Add(2 * time.Second)
+		calls := []*call{
+			{script: releaseScript, keys: []string{"k"}, args: []any{"v"}, deadline: deadline},
+			{args: []any{"get", "k"}, deadline: deadline},
+		}
+		for i, cc := range calls {
+			i := i
+			cc.done = func(r *redis.Cmd) { vals[i], errs[i] = r.Result() }
+		}
+		w.exec(calls)
+		if vals[0] != int64(1) || errs[0] != nil {
+			t.Fatalf("round %d: release: %v %v", round, vals[0], errs[0])
+		}
+		if errs[1] != redis.Nil {
+			t.Fatalf("round %d: GET after the release in one batch: %v %v, want nil (the release ran first)", round, vals[1], errs[1])
+		}
+	}
+}

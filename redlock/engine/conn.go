@@ -75,6 +75,24 @@ type mconn struct {
 	br    *bufio.Reader
 	buf   []byte    // the batch being written
 	used  time.Time // when its last batch was taken (written just after)
+	// scripts sent on this connection by their text: the master has them.
+	// A script's first use sends its text (EVAL), never an EVALSHA the
+	// master would answer NOSCRIPT: the command sent again with the text
+	// would run after the batch's later commands, out of order.
+	scripts map[*script]struct{}
+}
+
+// appendScript appends a call of s, by its text unless s was sent on m
+// by its text before (or eval asks for the text anyway).
+func (m *mconn) appendScript(s *script, eval bool, keys []string, args []any) (err error) {
+	_, known := m.scripts[s]
+	if m.buf, err = appendScript(m.buf, s, eval || !known, keys, args); err == nil && !known {
+		if m.scripts == nil {
+			m.scripts = make(map[*script]struct{})
+		}
+		m.scripts[s] = struct{}{}
+	}
+	return err
 }
 
 // idleCheck is how long a connection may sit unused before it is checked
@@ -243,7 +261,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		case c.raw != nil:
 			m.buf = append(m.buf, c.raw...)
 		case c.script != nil:
-			m.buf, err = appendScript(m.buf, c.script, eval, c.keys, c.args)
+			err = m.appendScript(c.script, eval, c.keys, c.args)
 		default:
 			m.buf, err = appendCommand(m.buf, c.args)
 		}
