@@ -493,3 +493,16 @@ func writeSpec(c redcon.Conn, reply string) {
 	}
 	c.WriteRaw([]byte(reply))
 }
+
+// answerSpec answers an operation that took effect (ok) or did not, in the
+// script's replies, or its error.
+func answerSpec(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case ok:
+		writeSpec(c, spec.OK)
+	default:
+		writeSpec(c, spec.NotOwned)
+	}
+}

@@ -46,12 +46,5 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscrip
 	case lockscripts.OpRWHeld:
 		ok, err = s.rl.HeldRW(ctx, key, token)
 	}
-	switch {
-	case err != nil:
-		writeErr(c, err)
-	case ok:
-		writeSpec(c, spec.OK)
-	default:
-		writeSpec(c, spec.NotOwned)
-	}
+	answerSpec(c, spec, ok, err)
 }

@@ -44,7 +44,7 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 	if spec.Op == lockscripts.OpPermitRelease {
 		n, err := s.rl.ReleasePermit(ctx, key, token)
 		s.m.Release(n > 0, err, time.Since(start))
-		answerPermit(c, spec, n > 0, err)
+		answerSpec(c, spec, n > 0, err)
 		return
 	}
 	limit, ok := limitArg(c, spec, argv)
@@ -60,25 +60,14 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 		_, err := s.rl.AcquirePermit(ctx, key, token, limit, ttl)
 		s.m.Acquire(err, time.Since(start))
 		if errors.Is(err, engine.ErrNotAcquired) {
-			answerPermit(c, spec, false, nil)
+			answerSpec(c, spec, false, nil)
 			return
 		}
-		answerPermit(c, spec, err == nil, err)
+		answerSpec(c, spec, err == nil, err)
 	case lockscripts.OpPermitRefresh:
 		_, extended, err := s.rl.ExtendPermit(ctx, key, token, limit, ttl)
 		s.m.Extend(extended, err, time.Since(start))
-		answerPermit(c, spec, extended, err)
-	}
-}
-
-func answerPermit(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
-	switch {
-	case err != nil:
-		writeErr(c, err)
-	case ok:
-		writeSpec(c, spec.OK)
-	default:
-		writeSpec(c, spec.NotOwned)
+		answerSpec(c, spec, extended, err)
 	}
 }
 

@@ -183,20 +183,9 @@ func (c *Client) acquireHashOnce(ctx context.Context, key, holder string, ttl ti
 	elapsed := time.Since(start)
 	var r HashResult
 	var err error
-	switch {
-	case t.won() && validity(ttl, elapsed, c.opts.drift) > 0:
-		r.Validity = validity(ttl, elapsed, c.opts.drift)
+	if r.Validity, err = c.acquireOutcome(&t, len(refusals) >= c.quorum, ttl, elapsed); err == nil {
 		r.Holds = quorumCount(holds, c.quorum)
-	case t.won():
-		err = ErrValiditySpent
-	case len(refusals) >= c.quorum:
-		err = ErrHeld
-	case t.reachable() < t.quorum:
-		err = t.err()
-	default:
-		err = ErrSplitVote
-	}
-	if err != nil {
+	} else {
 		r.PTTL = refusedPTTL(refusals, c.quorum)
 	}
 	run.decide(err != nil)

@@ -197,25 +197,11 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	})
 	elapsed := time.Since(start)
 	var res AcquireResult
-	var err error
 	rollback := false
-	switch {
-	case t.won() && (ttl == 0 || validity(ttl, elapsed, c.opts.drift) > 0):
-		l := &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Votes: t.yes}
-		if ttl > 0 {
-			l.Validity = validity(ttl, elapsed, c.opts.drift)
-		}
-		res.Lock = l
-	case t.won():
-		err = ErrValiditySpent
-	case heldBy(prevs, c.quorum) != nil:
-		err = ErrHeld
-	case t.reachable() < t.quorum:
-		err = t.err()
-	default:
-		err = ErrSplitVote
-	}
-	if err != nil {
+	v, err := c.acquireOutcome(&t, heldBy(prevs, c.quorum) != nil, ttl, elapsed)
+	if err == nil {
+		res.Lock = &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Validity: v, Votes: t.yes}
+	} else {
 		res.Prev = heldBy(prevs, c.quorum)
 		// When a quorum already holds our own value (a client repeating its
 		// SET NX), nothing was taken from anyone: undoing would delete the

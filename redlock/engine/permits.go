@@ -162,18 +162,10 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 	})
 	elapsed := time.Since(start)
 	var l *Lock
-	var err error
-	switch {
-	case t.won() && validity(ttl, elapsed, c.opts.drift) > 0:
-		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: validity(ttl, elapsed, c.opts.drift), Votes: t.yes}
-	case t.won():
-		err = ErrValiditySpent
-	case refused > len(c.nodes)-q: // full on enough masters: q admissions are out of reach
-		err = ErrHeld
-	case t.reachable() < q:
-		err = t.err()
-	default:
-		err = ErrSplitVote
+	// Full on enough masters that q admissions are out of reach: held.
+	v, err := c.acquireOutcome(&t, refused > len(c.nodes)-q, ttl, elapsed)
+	if err == nil {
+		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: v, Votes: t.yes}
 	}
 	// Undo what the masters that answered took; late and failed ones undo
 	// their part when they answer, in the background.

@@ -146,18 +146,9 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 	})
 	elapsed := time.Since(start)
 	var l *Lock
-	var err error
-	switch {
-	case t.won() && validity(ttl, elapsed, c.opts.drift) > 0:
-		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: validity(ttl, elapsed, c.opts.drift), Votes: t.yes}
-	case t.won():
-		err = ErrValiditySpent
-	case refused >= c.quorum:
-		err = ErrHeld
-	case t.reachable() < t.quorum:
-		err = t.err()
-	default:
-		err = ErrSplitVote
+	v, err := c.acquireOutcome(&t, refused >= c.quorum, ttl, elapsed)
+	if err == nil {
+		l = &Lock{Key: key, Keys: keys, Value: token, TTL: ttl, Validity: v, Votes: t.yes}
 	}
 	// Undo what the masters that answered took; late and failed ones undo
 	// their part when they answer, in the background.
