@@ -295,7 +295,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 			return
 		}
 		var extended bool
-		if extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
+		if _, extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
 			n = len(keys)
 		}
 		s.m.Extend(extended, err, time.Since(start))

@@ -3,7 +3,8 @@
 // operation per method. Acquire, AcquireGet, Extend and Release (and their
 // multi-key, fenced and read/write forms) take, renew and give back a key
 // for a value with drift-adjusted validity (validity.go), undoing what a
-// refused attempt took (undo.go); Read answers a key as a single Redis
+// refused attempt took (undo.go); Reacquire lets a lock's holder take it
+// again with a new value, decided as an extend; Read answers a key as a single Redis
 // holding the quorum's state would (read.go); fenced locks carry a number
 // larger than every earlier grant of the key (fence.go); AcquirePermit,
 // ExtendPermit and ReleasePermit run counting semaphores, decided by a

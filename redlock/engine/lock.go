@@ -58,13 +58,45 @@ func (c *Client) Acquire(ctx context.Context, key, value string, ttl time.Durati
 }
 
 // AcquireAll takes every key for value, all or none, on a quorum of masters:
-// a master votes yes only when it took every key.
-func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (*Lock, error) {
+// a master votes yes only when it took every key. When the lock was not
+// granted, the result's Prev is the value a quorum of masters held of the
+// first key each found taken.
+func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
 	if len(keys) == 0 {
-		return nil, errors.New("redlock: no keys")
+		return AcquireResult{}, errors.New("redlock: no keys")
 	}
-	r, err := c.acquire(ctx, keys, value, ttl)
-	return r.Lock, err
+	return c.acquire(ctx, keys, value, ttl)
+}
+
+// Holder names the values a Reacquire takes as its caller's own: those
+// that start with Prefix, or, with Exact, Prefix itself.
+type Holder struct {
+	Prefix string
+	Exact  bool
+}
+
+// Holds reports whether v is one of h's values.
+func (h Holder) Holds(v string) bool {
+	if h.Exact {
+		return v == h.Prefix
+	}
+	return strings.HasPrefix(v, h.Prefix)
+}
+
+// Reacquire is a holder's acquire of a lock it holds: on every master
+// where each of keys holds one of h's values, it sets them all to value
+// with the given ttl (0: no expiry). It decides as Extend does: ok when a
+// quorum of voting masters did so with validity left; not when that is out
+// of reach even counting every master whose answer is unknown (the result
+// counts Other where a key held another value, Absent where the keys that
+// were not h's were absent); otherwise the error is a *QuorumError. The TTL
+// stretches the restart guard.
+func (c *Client) Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h Holder) (r ExtendResult, ok bool, err error) {
+	exact := "0"
+	if h.Exact {
+		exact = "1"
+	}
+	return c.extendKeys(ctx, c.quorum, keys, ttl, reacquireScript, value, ttl.Milliseconds(), h.Prefix, exact)
 }
 
 // acquireSteps returns the per-master vote of an acquire, how to read its
@@ -370,8 +402,15 @@ func (c *Client) Release(ctx context.Context, key, value string) (ReleaseResult,
 // (held by another value) or -1 (absent) for token, its first argument,
 // and decides as Release does.
 func (c *Client) releaseWith(ctx context.Context, key string, s *script, token string, args ...any) (ReleaseResult, error) {
-	c.WaitWrites(ctx, key)
-	keys := []string{key}
+	return c.releaseKeys(ctx, []string{key}, s, token, args...)
+}
+
+// releaseKeys is releaseWith over keys: a script that answers 1, 0 or -1
+// for all of them.
+func (c *Client) releaseKeys(ctx context.Context, keys []string, s *script, token string, args ...any) (ReleaseResult, error) {
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
 	ch := fanoutVotes(c, c.quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
@@ -497,10 +536,17 @@ func (c *Client) extendWith(ctx context.Context, key string, ttl time.Duration, 
 
 // extendQuorum is extendWith decided by a quorum of quorum masters.
 func (c *Client) extendQuorum(ctx context.Context, quorum int, key string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
-	c.WaitWrites(ctx, key)
+	return c.extendKeys(ctx, quorum, []string{key}, ttl, s, token, args...)
+}
+
+// extendKeys is extendQuorum over keys: a script that answers 1, 0, -1 or
+// -2 for all of them.
+func (c *Client) extendKeys(ctx context.Context, quorum int, keys []string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
 	c.noteTTL(ttl, false)
 	start := time.Now()
-	keys := []string{key}
 	ch := fanoutVotes(c, quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotesOf(c, quorum, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
@@ -546,25 +592,21 @@ func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (i
 	return released, nil
 }
 
-// ExtendAll renews every key to ttl where all of them hold value. It
-// reports whether a quorum of voting masters renewed them with validity
-// left, and decides as Extend does.
-func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (bool, error) {
-	for _, k := range keys {
-		c.WaitWrites(ctx, k)
-	}
-	c.noteTTL(ttl, false)
-	start := time.Now()
-	args := []any{value, ttl.Milliseconds()}
-	ch := fanoutVotes(c, c.quorum, scriptCall(extendAllScript, keys, args), parseInt, nil)
-	t, _ := countVotes(c, ch, taintKey(keys, value), (*votes).decided, yesIfOne)
-	switch {
-	case t.won():
-		return validity(ttl, time.Since(start), c.opts.drift) > 0, nil
-	case t.lost():
-		return false, nil
-	}
-	return false, t.err()
+// ReleaseEvery deletes keys from every master where all of them hold
+// value, and decides as Release does: the lock was held when a quorum
+// deleted them; the result counts Other where a key held another value,
+// Absent where the keys that did not hold value were absent.
+func (c *Client) ReleaseEvery(ctx context.Context, keys []string, value string) (ReleaseResult, error) {
+	return c.releaseKeys(ctx, keys, releaseEveryScript, value)
+}
+
+// ExtendAll renews every key to ttl on every master where all of them hold
+// value. It decides as Extend does: ok when a quorum of voting masters
+// renewed them with validity left; the result counts Other where a key
+// held another value, Absent where the keys that did not hold value were
+// absent.
+func (c *Client) ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
+	return c.extendKeys(ctx, c.quorum, keys, ttl, extendAllScript, value, ttl.Milliseconds())
 }
 
 // taintFor is how long a master whose rollback failed does not vote for the

@@ -64,11 +64,49 @@ for i, k in ipairs(KEYS) do
 end
 return out`)
 
-// extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
-// of them hold ARGV[1]: 1, else 0.
-var extendAllScript = newScript(`
+// releaseEveryScript deletes every key in KEYS when all of them hold
+// ARGV[1]: 1; else 0 when a key holds another value, -1 when the keys that
+// do not hold it are absent.
+var releaseEveryScript = newScript(`
+local absent = false
 for _, k in ipairs(KEYS) do
-  if redis.call('GET', k) ~= ARGV[1] then return 0 end
+  local v = redis.call('GET', k)
+  if v == false then absent = true
+  elseif v ~= ARGV[1] then return 0 end
 end
+if absent then return -1 end
+redis.call('DEL', unpack(KEYS))
+return 1`)
+
+// extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
+// of them hold ARGV[1]: 1; else 0 when a key holds another value, -1 when
+// the keys that do not hold it are absent.
+var extendAllScript = newScript(`
+local absent = false
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v == false then absent = true
+  elseif v ~= ARGV[1] then return 0 end
+end
+if absent then return -1 end
 for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+return 1`)
+
+// reacquireScript sets every key in KEYS to ARGV[1], with a TTL of ARGV[2]
+// ms (0: none), when each of them holds a value of the same holder: ARGV[3]
+// itself when ARGV[4] is '1', else a value that starts with ARGV[3].
+// Answers 1 set; else 0 when a key holds another value, -1 when the keys
+// that are not the holder's are absent.
+var reacquireScript = newScript(`
+local p, exact, absent = ARGV[3], ARGV[4] == '1', false
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v == false then absent = true
+  elseif (exact and v ~= p) or (not exact and string.sub(v, 1, #p) ~= p) then return 0 end
+end
+if absent then return -1 end
+local ttl = tonumber(ARGV[2])
+for _, k in ipairs(KEYS) do
+  if ttl > 0 then redis.call('SET', k, ARGV[1], 'PX', ttl) else redis.call('SET', k, ARGV[1]) end
+end
 return 1`)
