@@ -367,17 +367,20 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		case !errors.Is(err, engine.ErrNotAcquired):
 			writeErr(c, err)
 		case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
-			// The quorum holder carries the caller's token: it may take
-			// the key over with its new value, on every master, and is
-			// answered as an acquire that took effect.
-			s.rl.CoverTTL(ttl)
-			m, ok := s.majority(c, []any{"set", key, token, "px", ttl.Milliseconds()})
+			// The quorum holder carries the caller's token: each master
+			// where the key holds it sets it to the new value, decided on
+			// the quorum as an extend is.
+			h, _ := spec.Holder(argv)
+			start := time.Now()
+			_, renewed, err := s.rl.Reacquire(ctx, []string{key}, token, ttl, h)
+			s.m.Extend(renewed, err, time.Since(start))
 			switch {
-			case !ok: // the error is written
-			case m.Err == nil:
+			case err != nil:
+				writeErr(c, err)
+			case renewed:
 				writeSpec(c, spec.OK)
 			default:
-				writeResult(c, m)
+				writeSpec(c, spec.NotOwned)
 			}
 		default:
 			writeSpec(c, spec.NotOwned)

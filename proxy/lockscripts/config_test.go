@@ -116,6 +116,44 @@ limit_arg = 1
 	}
 }
 
+// The values an acquire takes over as its caller's: the token itself
+// (same_token), or any value that starts with the token's first
+// ARGV[prefix_len_arg] bytes (token_prefix); none when ARGV does not say.
+func TestHolderIsWhatReclaimTakesOver(t *testing.T) {
+	same, _ := Config{Op: "acquire", TokenArg: 1, TTLArg: 2, Reclaim: "same_token"}.Spec("same")
+	prefix, _ := Config{Op: "acquire", TokenArg: 1, TTLArg: 3, Reclaim: "token_prefix", PrefixLenArg: 2}.Spec("prefix")
+	none, _ := Config{Op: "acquire", TokenArg: 1, TTLArg: 2}.Spec("none")
+	for _, c := range []struct {
+		sp   *Spec
+		argv []string
+		want engine.Holder
+		ok   bool
+	}{
+		{same, []string{"tok", "1000"}, engine.Holder{Prefix: "tok", Exact: true}, true},
+		{prefix, []string{"tok-meta", "3", "1000"}, engine.Holder{Prefix: "tok"}, true},
+		{prefix, []string{"tok-meta", "0", "1000"}, engine.Holder{Prefix: ""}, true},
+		{prefix, []string{"tok", "4", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok", "-1", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok", "x", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok"}, engine.Holder{}, false},
+		{none, []string{"tok", "1000"}, engine.Holder{}, false},
+		{same, nil, engine.Holder{}, false},
+	} {
+		h, ok := c.sp.Holder(argvOf(c.argv))
+		if h != c.want || ok != c.ok {
+			t.Errorf("%s %q: got %+v %v, want %+v %v", c.sp.Name, c.argv, h, ok, c.want, c.ok)
+		}
+	}
+	h := engine.Holder{Prefix: "tok"}
+	if !h.Holds("tok") || !h.Holds("tok-meta") || h.Holds("to") || h.Holds("xtok") {
+		t.Error("a prefix holds the values that start with it")
+	}
+	h.Exact = true
+	if !h.Holds("tok") || h.Holds("tok-meta") {
+		t.Error("an exact holder holds its value alone")
+	}
+}
+
 // The holder an acquire lets take its key again is the holder of the
 // token, wherever the token is in ARGV.
 func TestReclaimSameTokenReadsTheToken(t *testing.T) {

@@ -144,24 +144,34 @@ func (sp *Spec) AddIf(argv [][]byte) bool {
 // Reclaims reports whether an acquire called with argv takes over a key
 // whose value on a quorum is held: the holder takes it again.
 func (sp *Spec) Reclaims(argv [][]byte, held string) bool {
+	h, ok := sp.Holder(argv)
+	return ok && h.Holds(held)
+}
+
+// Holder says which held values an acquire called with argv takes over
+// as its caller's own (reclaim): the token itself (same_token), or any
+// value that starts with the token's first ARGV[prefix_len_arg] bytes
+// (token_prefix). ok is false when the spec reclaims nothing, or argv
+// does not say.
+func (sp *Spec) Holder(argv [][]byte) (h engine.Holder, ok bool) {
 	if sp.TokenArg < 0 || sp.TokenArg >= len(argv) {
-		return false
+		return h, false
 	}
-	token := argv[sp.TokenArg]
+	token := string(argv[sp.TokenArg])
 	switch sp.reclaim {
 	case reclaimSameToken:
-		return held == string(token)
+		return engine.Holder{Prefix: token, Exact: true}, true
 	case reclaimTokenPrefix:
 		if sp.prefixLenArg >= len(argv) {
-			return false
+			return h, false
 		}
 		n, err := strconv.Atoi(string(argv[sp.prefixLenArg]))
-		if err != nil || n < 0 || n > len(token) || n > len(held) {
-			return false
+		if err != nil || n < 0 || n > len(token) {
+			return h, false
 		}
-		return held[:n] == string(token[:n])
+		return engine.Holder{Prefix: token[:n]}, true
 	}
-	return false
+	return h, false
 }
 
 // Publishes reports whether the script is a release that also publishes
