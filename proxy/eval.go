@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -264,8 +265,10 @@ func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
 	return true
 }
 
-// runMultiKeyScript runs a script over several keys, all or none, and
-// answers the number of keys it acted on.
+// runMultiKeyScript runs a script over several keys, all or none: an
+// acquire, extend or release answers the number of keys it acted on, or,
+// with spec.MultiOutcome, its outcome as one key's script answers it; an
+// owner TTL answers the least of the keys' TTLs.
 func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, argv [][]byte) {
 	token, ok := scriptToken(c, spec, argv)
 	if !ok {
@@ -273,47 +276,177 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	n := 0
-	var err error
-	start := time.Now()
 	switch spec.Op {
 	case lockscripts.OpAcquire:
-		ttl, ok := ttlArg(c, spec, argv)
-		if !ok {
-			return
-		}
-		_, err = s.rl.AcquireAll(ctx, keys, token, ttl)
-		s.m.Acquire(err, time.Since(start))
-		if err == nil {
-			n = len(keys)
-		} else if errors.Is(err, engine.ErrNotAcquired) {
-			err = nil
-		}
+		s.scriptAcquire(ctx, c, spec, keys, token, argv)
 	case lockscripts.OpExtend:
-		ttl, ok := ttlArg(c, spec, argv)
-		if !ok {
+		s.scriptExtendAll(ctx, c, spec, keys, token, argv)
+	case lockscripts.OpRelease:
+		s.scriptReleaseAll(ctx, c, st, spec, keys, token)
+	case lockscripts.OpOwnerTTL:
+		s.ownerTTLAll(ctx, c, spec, keys, token)
+	default:
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+	}
+}
+
+// writeOutcome answers an acquire, extend or release of keys that took
+// effect (ok) or not: the script's own reply (notOK when it did not), or,
+// for a multi-key script that answers a count, the number of keys.
+func writeOutcome(c redcon.Conn, spec *lockscripts.Spec, keys int, ok bool, notOK string) {
+	switch {
+	case keys > 1 && !spec.MultiOutcome && ok:
+		c.WriteInt(keys)
+	case keys > 1 && !spec.MultiOutcome:
+		c.WriteInt(0)
+	case ok:
+		writeSpec(c, spec.OK)
+	default:
+		writeSpec(c, notOK)
+	}
+}
+
+// scriptAcquire takes keys for token on a quorum (one key: SET NX; more:
+// all or none on each master) and answers the script's reply. When a
+// quorum holds them for the caller already (spec.Reclaims), the caller
+// takes them again: each master where every key holds its token (or a
+// value that starts with its prefix) sets them to token with the new TTL,
+// decided on the quorum as an extend is (engine.Reacquire).
+func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+	ttl, ok := ttlArg(c, spec, argv)
+	if !ok {
+		return
+	}
+	var r engine.AcquireResult
+	var err error
+	if len(keys) == 1 {
+		r, err = s.acquireRaw(keys[0], token, ttl)
+	} else {
+		start := time.Now()
+		r, err = s.rl.AcquireAll(ctx, keys, token, ttl)
+		s.m.Acquire(err, time.Since(start))
+	}
+	switch {
+	case err == nil:
+		writeOutcome(c, spec, len(keys), true, "")
+	case !errors.Is(err, engine.ErrNotAcquired):
+		writeErr(c, err)
+	case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
+		h, _ := spec.Holder(argv)
+		start := time.Now()
+		_, renewed, err := s.rl.Reacquire(ctx, keys, token, ttl, h)
+		s.m.Extend(renewed, err, time.Since(start))
+		if err != nil {
+			writeErr(c, err)
 			return
 		}
-		var extended bool
-		if _, extended, err = s.rl.ExtendAll(ctx, keys, token, ttl); extended {
-			n = len(keys)
-		}
-		s.m.Extend(extended, err, time.Since(start))
-	case lockscripts.OpRelease:
-		n, err = s.rl.ReleaseAll(ctx, keys, token)
+		writeOutcome(c, spec, len(keys), renewed, spec.NotOwned)
+	default:
+		writeOutcome(c, spec, len(keys), false, spec.NotOwned)
+	}
+}
+
+// scriptExtendAll renews keys on every master where all of them hold the
+// token, decided on the quorum (engine.ExtendAll).
+func (s *Server) scriptExtendAll(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+	ttl, ok := ttlArg(c, spec, argv)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	r, extended, err := s.rl.ExtendAll(ctx, keys, token, ttl)
+	s.m.Extend(extended, err, time.Since(start))
+	switch {
+	case err != nil:
+		writeErr(c, err)
+	case !extended && r.Absent >= s.rl.Quorum():
+		writeOutcome(c, spec, len(keys), false, spec.Absent)
+	default:
+		writeOutcome(c, spec, len(keys), extended, spec.NotOwned)
+	}
+}
+
+// scriptReleaseAll deletes keys from the masters where they hold the
+// token. A count (node-redlock's scripts) is decided key by key, each key
+// deleted wherever it holds the token (engine.ReleaseAll); an outcome
+// (spec.MultiOutcome) all or none, as one Redis running such a script
+// does: a master deletes the keys only where every one holds the token,
+// and the lock was held when a quorum did (engine.ReleaseEvery).
+func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, token string) {
+	start := time.Now()
+	if !spec.MultiOutcome {
+		n, err := s.rl.ReleaseAll(ctx, keys, token)
 		s.m.Release(n > 0, err, time.Since(start))
 		for _, k := range keys {
 			st.releasedLease(k, token)
 		}
-	default:
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+		if err != nil {
+			writeErr(c, err)
+			return
+		}
+		c.WriteInt(n)
 		return
 	}
-	if err != nil {
+	q := s.rl.Quorum()
+	r, err := s.rl.ReleaseEvery(ctx, keys, token)
+	s.m.Release(r.Released(q), err, time.Since(start))
+	if r.Deleted > 0 {
+		for _, k := range keys {
+			st.releasedLease(k, token)
+		}
+	}
+	switch {
+	case err != nil:
 		writeErr(c, err)
-		return
+	case r.Released(q):
+		writeSpec(c, spec.OK)
+	case r.Absent >= q:
+		writeSpec(c, spec.Absent)
+	default:
+		writeSpec(c, spec.NotOwned)
 	}
-	c.WriteInt(n)
+}
+
+// ownerTTLAll answers an owner TTL of several keys as one Redis holding
+// the quorum's state would: when each key holds the token on a quorum,
+// the least of the keys' TTLs (each the quorum's, engine.KeyState.PTTL), a
+// key without expiry counting as the longest; with spec.Positive, the
+// least positive one, 0 when none is. Otherwise Absent when the keys that
+// do not hold the token are absent from a quorum, NotOwned when one holds
+// another value; NOQUORUM when a key's state cannot be known and none is
+// known not to hold the token.
+func (s *Server) ownerTTLAll(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string) {
+	least := int64(-1)
+	notHeld, absent := 0, 0
+	var rerr error
+	for _, key := range keys {
+		k, err := s.rl.Read(ctx, key)
+		p := ms(k.PTTL)
+		switch {
+		case err != nil:
+			rerr = cmp.Or(rerr, err)
+		case !k.Exists:
+			notHeld++
+			absent++
+		case k.Value != token:
+			notHeld++
+		case p < 0 || p == 0 && spec.Positive:
+		case least < 0 || p < least:
+			least = p
+		}
+	}
+	switch {
+	case notHeld > 0 && absent == notHeld:
+		writeSpec(c, spec.Absent)
+	case notHeld > 0:
+		writeSpec(c, spec.NotOwned)
+	case rerr != nil:
+		writeErr(c, rerr)
+	case least < 0 && spec.Positive:
+		c.WriteInt(0)
+	default:
+		c.WriteInt64(least)
+	}
 }
 
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
@@ -356,35 +489,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			writeSpec(c, spec.NotOwned)
 		}
 	case lockscripts.OpAcquire:
-		ttl, ok := ttlArg(c, spec, argv)
-		if !ok {
-			return
-		}
-		r, err := s.acquireRaw(key, token, ttl)
-		switch {
-		case err == nil:
-			writeSpec(c, spec.OK)
-		case !errors.Is(err, engine.ErrNotAcquired):
-			writeErr(c, err)
-		case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
-			// The quorum holder carries the caller's token: each master
-			// where the key holds it sets it to the new value, decided on
-			// the quorum as an extend is.
-			h, _ := spec.Holder(argv)
-			start := time.Now()
-			_, renewed, err := s.rl.Reacquire(ctx, []string{key}, token, ttl, h)
-			s.m.Extend(renewed, err, time.Since(start))
-			switch {
-			case err != nil:
-				writeErr(c, err)
-			case renewed:
-				writeSpec(c, spec.OK)
-			default:
-				writeSpec(c, spec.NotOwned)
-			}
-		default:
-			writeSpec(c, spec.NotOwned)
-		}
+		s.scriptAcquire(ctx, c, spec, []string{key}, token, argv)
 	case lockscripts.OpExtendIfLeft:
 		s.extendIfLeft(ctx, c, spec, key, token, argv)
 	case lockscripts.OpInspect:

@@ -389,6 +389,89 @@ func TestCustomScriptDeclaredOps(t *testing.T) {
 	})
 }
 
+// Multi-key scripts of a library the proxy does not know, declared in
+// configuration with multi_reply = "outcome": an acquire whose holder
+// takes its keys again, an extend and a release that answer their outcome
+// rather than a count (absent keys told from another holder's; the
+// release all or none on each master), and an owner TTL of several keys,
+// the least of theirs, a key without expiry counting as the longest.
+func TestCustomMultiKeyScripts(t *testing.T) {
+	const (
+		acquire = `for _, k in ipairs(KEYS) do local v = redis.call('get', k) if v and v ~= ARGV[1] then return false end end
+			for _, k in ipairs(KEYS) do redis.call('set', k, ARGV[1], 'px', ARGV[2]) end return redis.status_reply('OK')`
+		extend = `for _, k in ipairs(KEYS) do local v = redis.call('get', k) if not v then return -1 elseif v ~= ARGV[1] then return 0 end end
+			for _, k in ipairs(KEYS) do redis.call('pexpire', k, ARGV[2]) end return 1`
+		release = `for _, k in ipairs(KEYS) do local v = redis.call('get', k) if not v then return -1 elseif v ~= ARGV[1] then return 0 end end
+			redis.call('del', unpack(KEYS)) return 1`
+		left = `local least = -1 for _, k in ipairs(KEYS) do local v = redis.call('get', k) if not v then return -2 elseif v ~= ARGV[1] then return -3 end
+			local p = redis.call('pttl', k) if p >= 0 and (least < 0 or p < least) then least = p end end return least`
+	)
+	outcome := func(c proxy.ScriptConfig) proxy.ScriptConfig {
+		c.TokenArg, c.Multi, c.MultiReply = 1, true, "outcome"
+		return c
+	}
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Scripts = []proxy.ScriptConfig{
+			outcome(proxy.ScriptConfig{File: "acquire.lua", Source: acquire, Op: "acquire", TTLArg: 2, Reclaim: "same_token", OK: "OK", NotOwned: "nil"}),
+			outcome(proxy.ScriptConfig{File: "extend.lua", Source: extend, Op: "extend", TTLArg: 2, OK: int64(1), NotOwned: int64(0), Absent: int64(-1)}),
+			outcome(proxy.ScriptConfig{File: "release.lua", Source: release, Op: "release", OK: int64(1), NotOwned: int64(0), Absent: int64(-1)}),
+			{File: "left.lua", Source: left, Op: "owner_ttl", TokenArg: 1, Multi: true, NotOwned: int64(-3), Absent: int64(-2)},
+		}
+	})
+	a, b, forever, absent := e.key("a"), e.key("b"), e.key("forever"), e.key("absent")
+	eval := func(src string, keys []string, argv ...any) (any, error) {
+		args := []any{"EVAL", src, len(keys)}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		return e.do(append(args, argv...)...)
+	}
+	want := func(what string, v any, err error, w any) {
+		t.Helper()
+		if w == nil && err == redis.Nil || err == nil && v == w {
+			return
+		}
+		t.Fatalf("%s: %v %v, want %v", what, v, err, w)
+	}
+	ab := []string{a, b}
+	v, err := eval(acquire, ab, "tok", 10000)
+	want("acquire", v, err, "OK")
+	v, err = eval(acquire, ab, "other", 10000)
+	want("another's acquire", v, err, nil)
+	v, err = eval(acquire, ab, "tok", 30000)
+	want("the holder's acquire again", v, err, "OK")
+	p, err := eval(left, ab, "tok")
+	if err != nil || p.(int64) <= 20000 {
+		t.Fatalf("owner TTL after the holder's acquire again for 30 s: %v %v", p, err)
+	}
+	e.seed(forever, "tok", 0, 0, 1, 2)
+	p, err = eval(left, []string{forever, a}, "tok")
+	if err != nil || p.(int64) <= 20000 || p.(int64) > 30000 {
+		t.Fatalf("owner TTL of a key without expiry and one of 30 s: %v %v", p, err)
+	}
+	v, err = eval(left, []string{forever, forever}, "tok")
+	want("owner TTL of keys without expiry", v, err, int64(-1))
+	v, err = eval(left, ab, "other")
+	want("owner TTL by another", v, err, int64(-3))
+	v, err = eval(left, []string{a, absent}, "tok")
+	want("owner TTL with a key absent", v, err, int64(-2))
+	v, err = eval(extend, ab, "tok", 40000)
+	want("extend", v, err, int64(1))
+	v, err = eval(extend, []string{a, absent}, "tok", 40000)
+	want("extend with a key absent", v, err, int64(-1))
+	v, err = eval(extend, ab, "other", 40000)
+	want("extend by another", v, err, int64(0))
+	v, err = eval(release, []string{a, absent}, "tok")
+	want("release with a key absent", v, err, int64(-1))
+	mustEqual(t, "a kept: all or none", count(e.onMasters(a), "tok"), 3)
+	v, err = eval(release, ab, "other")
+	want("release by another", v, err, int64(0))
+	v, err = eval(release, ab, "tok")
+	want("release", v, err, int64(1))
+	v, err = eval(release, ab, "tok")
+	want("release again", v, err, int64(-1))
+}
+
 // A release that publishes is checked like every script operation: one
 // that SELECTs a database other than 0 is refused, and nothing is released
 // or published.

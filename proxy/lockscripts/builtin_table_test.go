@@ -28,15 +28,18 @@ type specView struct {
 	AddIf    string // the answers on addIfSamples, "t" or "f" each
 	Positive bool
 	Multi    bool
-	Publish  string // the message for publishSample, "" for none
-	DBArg    int
-	Shared   bool
-	Form     int
-	Reclaim  string // the answers on reclaimSamples
-	OK       string
-	NotOwned string
-	Absent   string
-	NoTTL    string
+	// MultiOutcome: a multi acquire, extend or release answers OK,
+	// NotOwned or Absent rather than a count.
+	MultiOutcome bool
+	Publish      string // the message for publishSample, "" for none
+	DBArg        int
+	Shared       bool
+	Form         int
+	Reclaim      string // the answers on reclaimSamples
+	OK           string
+	NotOwned     string
+	Absent       string
+	NoTTL        string
 }
 
 // Sample arguments for the functions of a spec: ARGV vectors for an
@@ -101,7 +104,7 @@ func viewOld(o *oldSpec) specView {
 func viewSpec(sp *Spec) specView {
 	v := specView{Name: sp.Name, Op: sp.Op, TokenArg: sp.TokenArg, TTLArg: sp.TTLArg, TTLUnit: sp.TTLUnit, Absolute: sp.Absolute,
 		MinArg: sp.MinArg, LimitArg: sp.LimitArg, Mode: sp.Mode, Positive: sp.Positive, Multi: sp.Multi, DBArg: sp.DBArg, Shared: sp.Shared, Form: sp.Form,
-		OK: sp.OK, NotOwned: sp.NotOwned, Absent: sp.Absent, NoTTL: sp.NoTTL}
+		MultiOutcome: sp.MultiOutcome, OK: sp.OK, NotOwned: sp.NotOwned, Absent: sp.Absent, NoTTL: sp.NoTTL}
 	if sp.addIf != nil {
 		v.AddIf = answers(len(addIfSamples), func(i int) bool { return sp.AddIf(argvOf(addIfSamples[i])) })
 	}
@@ -137,6 +140,9 @@ func (v specView) relevant() specView {
 	}
 	if v.Op != OpOwnerTTL {
 		v.Positive = false
+	}
+	if !v.Multi || v.Op != OpAcquire && v.Op != OpExtend && v.Op != OpRelease {
+		v.MultiOutcome = false
 	}
 	if v.Op != OpRWAcquire {
 		v.Shared = false
@@ -259,6 +265,18 @@ func TestSpecViewSeesEveryField(t *testing.T) {
 		}
 		if viewOld(&o) == viewOld(oldBuiltin[d]) {
 			t.Errorf("a change to %s does not show", name)
+		}
+	}
+	// Keys the vocabulary gained after the Go table was frozen.
+	for _, op := range []string{"acquire", "extend", "release"} {
+		sp, err := Config{Op: op, TokenArg: 1, TTLArg: 2, Multi: true, MultiReply: "outcome"}.Spec("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := *sp
+		changed.MultiOutcome = false
+		if viewSpec(&changed) == viewSpec(sp) {
+			t.Errorf("%s: a change to MultiOutcome does not show", op)
 		}
 	}
 }

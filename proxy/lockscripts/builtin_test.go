@@ -28,6 +28,7 @@ func TestParseBuiltinRefuses(t *testing.T) {
 			entry(`name = "b"`+"\n"+`digests = ["`+d2+`"]`+"\n"+`wire_shas = ["`+d2+`"]`), `wire_shas: ` + d2 + ` is already "a"'s`},
 		{entry(`name = "a"` + "\n" + `digests = ["` + d1 + `"]` + "\n" + `wire_shas = ["abc"]`), `wire_shas: "abc" is not a SHA1`},
 		{entry(`name = "a"` + "\n" + `digests = ["` + d1 + `"]` + "\npositive = true"), `scripts[0] (a): positive is for op "owner_ttl"`},
+		{entry(`name = "a"` + "\n" + `digests = ["` + d1 + `"]` + "\nmulti_reply = \"outcome\""), `scripts[0] (a): multi_reply is for multi = true`},
 	} {
 		_, _, err := parseBuiltin(c.src)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -29,7 +29,8 @@ type Config struct {
 	Publish      string     `toml:"publish"`        // release: a message published on KEYS[2] when a quorum released, {key} and {token} replaced
 	Mode         string     `toml:"mode"`           // extend: set (default), setttl, add, claim, persist0
 	AddIf        *ArgEquals `toml:"add_if"`         // extend: the TTL is added to what is left when this ARGV holds this value
-	Multi        bool       `toml:"multi"`          // takes any number of keys, all or none, answers a count
+	Multi        bool       `toml:"multi"`          // takes any number of keys, all or none
+	MultiReply   string     `toml:"multi_reply"`    // multi acquire, extend, release: "count" (default) or "outcome" (ok, not_owned, absent; a release all or none)
 	Positive     bool       `toml:"positive"`       // owner_ttl: 0 rather than a negative TTL
 	Shared       bool       `toml:"shared"`         // rw_acquire: a shared (read) lock
 	UnlockForm   string     `toml:"unlock_form"`    // hash_release: "publish" (default), "publish_arg" or "latch"
@@ -131,7 +132,7 @@ func (c Config) Spec(name string) (*Spec, error) {
 		LimitArg: c.LimitArg - 1, DBArg: c.DBArg, Multi: c.Multi || rule.op == OpHashExtendBatch, Positive: c.Positive,
 		Shared: c.Shared, TTLUnit: time.Millisecond}
 	for _, step := range []func(*Spec, opRule) error{
-		c.args, c.permit, c.ttlUnit, c.reclaim, c.publish, c.mode, c.addIf, c.unlockForm, c.flags, c.replies, c.unread,
+		c.args, c.permit, c.ttlUnit, c.reclaim, c.publish, c.mode, c.addIf, c.unlockForm, c.flags, c.multiReply, c.replies, c.unread,
 	} {
 		if err := step(sp, rule); err != nil {
 			return nil, err
@@ -277,6 +278,27 @@ func (c Config) flags(sp *Spec, rule opRule) error {
 		return fmt.Errorf("shared is for op \"rw_acquire\"")
 	case c.Multi && rule.strict && sp.Op != OpHashExtendBatch:
 		return fmt.Errorf("multi is not for op %q", c.Op)
+	}
+	return nil
+}
+
+// multiReply reads what a multi acquire, extend or release answers: the
+// number of keys it acted on (node-redlock's scripts), or its outcome as
+// one key's op answers it, ok, not_owned or absent (bsm/redislock's).
+func (c Config) multiReply(sp *Spec, _ opRule) error {
+	switch c.MultiReply {
+	case "", "count":
+	case "outcome":
+		sp.MultiOutcome = true
+	default:
+		return fmt.Errorf("multi_reply %q is not count or outcome", c.MultiReply)
+	}
+	switch {
+	case c.MultiReply == "":
+	case sp.Op != OpAcquire && sp.Op != OpExtend && sp.Op != OpRelease:
+		return fmt.Errorf("multi_reply is for op \"acquire\", \"extend\" and \"release\"")
+	case !c.Multi:
+		return fmt.Errorf("multi_reply is for multi = true")
 	}
 	return nil
 }

@@ -67,6 +67,23 @@ op = "permit_acquire"
 token_arg = 2
 ttl_arg = 3
 limit_arg = 1
+
+[[scripts]]
+file = "release-all.lua"
+op = "release"
+token_arg = 1
+multi = true
+multi_reply = "outcome"
+ok = "OK"
+not_owned = "nil"
+
+[[scripts]]
+file = "count-all.lua"
+op = "extend"
+token_arg = 1
+ttl_arg = 2
+multi = true
+multi_reply = "count"
 `
 	var f struct {
 		Scripts []Config `toml:"scripts"`
@@ -84,7 +101,7 @@ limit_arg = 1
 			t.Fatalf("%s: %v", c.File, err)
 		}
 	}
-	ext, obtain, read, unlock, renew, left, permit := specs[0], specs[1], specs[2], specs[3], specs[4], specs[5], specs[6]
+	ext, obtain, read, unlock, renew, left, permit, releaseAll, countAll := specs[0], specs[1], specs[2], specs[3], specs[4], specs[5], specs[6], specs[7], specs[8]
 	if ext.Op != OpExtend || ext.Mode != engine.ExtendSetIfTTL || ext.NoTTL != ":-2\r\n" || ext.OK != "*3\r\n:1\r\n+OK\r\n*1\r\n:2\r\n" {
 		t.Errorf("extend: %+v", ext)
 	}
@@ -113,6 +130,12 @@ limit_arg = 1
 	}
 	if permit.Op != OpPermitAcquire || permit.LimitArg != 0 || permit.TokenArg != 1 || permit.TTLArg != 2 {
 		t.Errorf("permit_acquire: %+v", permit)
+	}
+	if !releaseAll.Multi || !releaseAll.MultiOutcome || releaseAll.OK != rOK || releaseAll.Absent != NilReply {
+		t.Errorf("multi_reply = \"outcome\": %+v", releaseAll)
+	}
+	if !countAll.Multi || countAll.MultiOutcome {
+		t.Errorf("multi_reply = \"count\": %+v", countAll)
 	}
 }
 
@@ -220,6 +243,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{Config{Op: "permit_release", TokenArg: 1, TTLArg: 2}, `ttl_arg is not read by op "permit_release"`},
 		{Config{Op: "permit_refresh", TokenArg: 1, TTLArg: 2, LimitArg: 3, Mode: "add"}, "mode is for op"},
 		{Config{Op: "extend", TokenArg: 1, TTLArg: 2, LimitArg: 3}, "limit_arg is for op"},
+		{Config{Op: "release", TokenArg: 1, Multi: true, MultiReply: "status"}, `multi_reply "status" is not count or outcome`},
+		{Config{Op: "release", TokenArg: 1, MultiReply: "outcome"}, "multi_reply is for multi = true"},
+		{Config{Op: "owner_ttl", TokenArg: 1, Multi: true, MultiReply: "outcome"}, "multi_reply is for op"},
+		{Config{Op: "rw_release", TokenArg: 1, MultiReply: "count"}, "multi_reply is for op"},
 	} {
 		_, err := c.cfg.Spec("x")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

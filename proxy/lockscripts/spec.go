@@ -101,6 +101,10 @@ type Spec struct {
 	Mode     engine.ExtendMode // OpExtend: how the TTL is set
 	Positive bool              // owner TTL: answer 0 rather than a negative TTL
 	Multi    bool              // takes any number of KEYS, all or none
+	// MultiOutcome: a Multi acquire, extend or release answers OK,
+	// NotOwned or Absent, as for one key, rather than the number of keys
+	// it acted on; its release is all or none on each master.
+	MultiOutcome bool
 	// DBArg is the 1-based ARGV index of a database number the script
 	// SELECTs first (0: none). Only database 0 is served: another is
 	// refused, as SELECT is.
