@@ -42,6 +42,12 @@ func TestEveryTTLWrittenStretchesTheGuard(t *testing.T) {
 			return e.do("EVAL", redistest.RedissonRenewBatch, 1, k, 30000, "A")
 		}},
 		{"semaphore_refresh", false, false, true, func(e *env, k string) (any, error) { return e.semRefresh(k, "A", 1, 30000) }},
+		// bsm/redislock 0.10's refresh, over two keys (the second taken for
+		// 2 s too).
+		{"bsm_refresh", false, false, false, func(e *env, k string) (any, error) {
+			must(e.do("SET", k+":2", "A", "NX", "PX", 2000))
+			return e.do(bsmArgsAny(bsmRefresh, []string{k, k + ":2"}, "A", "30000")...)
+		}},
 	}
 	for _, w := range writers {
 		for _, stretch := range []bool{true, false} {
