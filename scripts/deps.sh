@@ -55,6 +55,7 @@ fi
 
 go mod download
 (cd compat/gozero && go mod download)
+(cd compat/bsmredislock && go mod download)
 
 # redis-py ≥ 5 for its RESP3 (protocol=3) and client-side caching tests:
 # Debian 12's python3-redis is 4.3.4, so the next release's package (pure
