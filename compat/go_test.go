@@ -14,14 +14,14 @@ import (
 
 // appClient is a go-redis client of the proxy with go-redis's defaults, as
 // an application has it (HELLO 3 first: RESP3).
-func appClient(s *stack) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.addr}) }
+func appClient(s stack) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.Addr}) }
 
-func eventuallyHolders(t *testing.T, s *stack, key, value string, want int) {
+func eventuallyHolders(t *testing.T, s stack, key, value string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
-	for s.holders(key, value) != want {
+	for s.Holders(key, value) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s=%s on %d masters, want %d", key, value, s.holders(key, value), want)
+			t.Fatalf("%s=%s on %d masters, want %d", key, value, s.Holders(key, value), want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -42,7 +42,7 @@ func TestGoRedsync(t *testing.T) {
 	if err := m.LockContext(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	if s.holders(name, m.Value()) < 2 {
+	if s.Holders(name, m.Value()) < 2 {
 		t.Fatal("lock not on a quorum of masters")
 	}
 	other := rsB.NewMutex(name, redsync.WithExpiry(8*time.Second), redsync.WithTries(2), redsync.WithRetryDelay(10*time.Millisecond))
@@ -99,7 +99,7 @@ func TestGoBsmRedislock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Obtain: %v", err)
 	}
-	if s.holders(key, lock.Token()) < 2 {
+	if s.Holders(key, lock.Token()) < 2 {
 		t.Fatal("lock not on a quorum of masters")
 	}
 	if _, err := lb.Obtain(ctx, key, 5*time.Second, nil); !errors.Is(err, redislock.ErrNotObtained) {

@@ -3,7 +3,6 @@
 package compat
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,36 +16,16 @@ var binary string
 func TestMain(m *testing.M) { redistest.MainWithProxy(m, "../cmd/redlock-proxy", &binary) }
 
 // stack is three masters and the proxy binary in front of them.
-type stack struct {
-	masters []*redistest.Server
-	addr    string
-}
+type stack struct{ *redistest.ClientStack }
 
-func startStack(t *testing.T) *stack {
-	t.Helper()
-	masters, p := redistest.StartClientStack(t, binary)
-	return &stack{masters: masters, addr: p.Addr}
-}
+func startStack(t *testing.T) stack { return stack{redistest.StartClientStack(t, binary)} }
 
 // env is what an external test program needs: the proxy's address and the
 // masters', to check that locks are held on a quorum.
-func (s *stack) env() []string {
+func (s stack) env() []string {
 	return append(os.Environ(),
-		"REDLOCK_PROXY="+s.addr,
-		"REDLOCK_MASTERS="+strings.Join(redistest.Addrs(s.masters), ","))
-}
-
-// holders counts the masters on which key holds value.
-func (s *stack) holders(key, value string) int {
-	n := 0
-	for _, m := range s.masters {
-		c := m.Client()
-		if v, _ := c.Get(context.Background(), key).Result(); v == value {
-			n++
-		}
-		c.Close()
-	}
-	return n
+		"REDLOCK_PROXY="+s.Addr,
+		"REDLOCK_MASTERS="+strings.Join(redistest.Addrs(s.Masters), ","))
 }
 
 // need fails under CI (which must install it) or skips elsewhere when a
@@ -63,7 +42,7 @@ func need(t *testing.T, path string) {
 
 // run runs an external test program against the stack and fails with its
 // output if it fails.
-func run(t *testing.T, s *stack, dir string, name string, args ...string) {
+func run(t *testing.T, s stack, dir string, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir

@@ -41,8 +41,8 @@ func TestPHPSymfonyLockNoQuorum(t *testing.T) {
 	need(t, "/usr/bin/php")
 	need(t, "/usr/share/php/Symfony/Component/Lock/autoload.php")
 	s := startStack(t)
-	s.masters[1].Kill()
-	s.masters[2].Kill()
+	s.Masters[1].Kill()
+	s.Masters[2].Kill()
 	run(t, s, "php", "/usr/bin/php", "symfony_lock_test.php", "noquorum")
 }
 
@@ -67,11 +67,11 @@ func symfonyScripts(t *testing.T) map[string]string {
 
 // zholders counts the masters on which token is a member of the sorted set
 // key, waiting up to a second for at least want of them.
-func (s *stack) zholders(key, token string, want int) int {
+func (s stack) zholders(key, token string, want int) int {
 	deadline := time.Now().Add(time.Second)
 	for {
 		n := 0
-		for _, m := range s.masters {
+		for _, m := range s.Masters {
 			c := m.Client()
 			if _, err := c.ZScore(context.Background(), key, token).Result(); err == nil {
 				n++
@@ -92,7 +92,7 @@ func (s *stack) zholders(key, token string, want int) int {
 func TestSymfonyScriptsByEVALSHA(t *testing.T) {
 	sc := symfonyScripts(t)
 	s := startStack(t)
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Protocol: 2})
 	defer c.Close()
 	ctx := context.Background()
 	for _, sfx := range []string{"", ".argv"} {
@@ -129,7 +129,7 @@ func TestSymfonyScriptsByEVALSHA(t *testing.T) {
 		v, err = evalsha("putOffExpiration", now, "other", 30000)
 		expect("putOffExpiration by another token", v, err, nil)
 		renewed := 0
-		for _, m := range s.masters {
+		for _, m := range s.Masters {
 			mc := m.Client()
 			if p, _ := mc.PTTL(ctx, key).Result(); p > 25*time.Second {
 				renewed++
@@ -154,7 +154,7 @@ func TestSymfonyScriptsByEVALSHA(t *testing.T) {
 func TestSymfonyScriptsBadInput(t *testing.T) {
 	sc := symfonyScripts(t)
 	s := startStack(t)
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Protocol: 2})
 	defer c.Close()
 	ctx := context.Background()
 	key := "symfony-bad"
@@ -175,7 +175,7 @@ func TestSymfonyScriptsBadInput(t *testing.T) {
 			t.Fatalf("%s without ARGV: %v, want an error", op, err)
 		}
 	}
-	for _, m := range s.masters {
+	for _, m := range s.Masters {
 		mc := m.Client()
 		n, _ := mc.Exists(ctx, key).Result()
 		mc.Close()

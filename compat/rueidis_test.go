@@ -21,7 +21,7 @@ func TestRueidis(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
 
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}, DisableCache: true})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestRueidis(t *testing.T) {
 	if err := set("t1"); err != nil {
 		t.Fatalf("SET NX: %v", err)
 	}
-	if n := s.holders(key, "t1"); n < 2 {
+	if n := s.Holders(key, "t1"); n < 2 {
 		t.Fatalf("the lock is on %d masters", n)
 	}
 	if err := set("t2"); !rueidis.IsRedisNil(err) {
@@ -86,7 +86,7 @@ func TestRueidis(t *testing.T) {
 	if n, err := unlock.Exec(ctx, c, []string{key}, []string{"t1"}).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("unlock: %d %v", n, err)
 	}
-	if n := s.holders(key, "t1"); n != 0 {
+	if n := s.Holders(key, "t1"); n != 0 {
 		t.Fatalf("the released lock is on %d masters", n)
 	}
 	h := "compat:rueidis:h"
@@ -121,7 +121,7 @@ func TestRueidisLock(t *testing.T) {
 	for _, setpx := range []bool{false, true} {
 		opt := func() rueidislock.LockerOption {
 			return rueidislock.LockerOption{
-				ClientOption:  rueidis.ClientOption{InitAddress: []string{s.addr}, DisableCache: true},
+				ClientOption:  rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true},
 				KeyValidity:   2 * time.Second,
 				FallbackSETPX: setpx,
 			}
@@ -143,11 +143,11 @@ func TestRueidisLock(t *testing.T) {
 			n := 0
 			for i := 0; i < 3; i++ {
 				key := fmt.Sprintf("rueidislock:%d:%s", i, name)
-				for _, m := range s.masters {
+				for _, m := range s.Masters {
 					c := m.Client()
 					v, _ := c.Get(context.Background(), key).Result()
 					c.Close()
-					if v != "" && s.holders(key, v) >= 2 {
+					if v != "" && s.Holders(key, v) >= 2 {
 						n++
 						break
 					}
@@ -208,10 +208,10 @@ func TestRueidisDefault(t *testing.T) {
 		return fmt.Sprintf("[proxy]\nlisten = %q\nlock_keys = [\"lock:*\", \"rueidislock:*\"]\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
 			listen, redistest.Quote(redistest.Addrs(masters)))
 	}, redistest.WithProxyLog())
-	s := &stack{masters: masters, addr: p.Addr}
+	s := stack{&redistest.ClientStack{Masters: masters, Addr: p.Addr}}
 	ctx := context.Background()
 
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}})
 	if err != nil {
 		t.Fatalf("rueidis in its default configuration: %v", err)
 	}
@@ -252,7 +252,7 @@ func TestRueidisDefault(t *testing.T) {
 	if err := c.Do(ctx, c.B().Set().Key(lock).Value("t1").Nx().Px(10*time.Second).Build()).Error(); err != nil {
 		t.Fatalf("SET NX: %v", err)
 	}
-	if n := s.holders(lock, "t1"); n < 2 {
+	if n := s.Holders(lock, "t1"); n < 2 {
 		t.Fatalf("the lock is on %d masters", n)
 	}
 	if err := c.Do(ctx, c.B().Set().Key(lock).Value("t2").Nx().Px(10*time.Second).Build()).Error(); !rueidis.IsRedisNil(err) {
@@ -265,7 +265,7 @@ func TestRueidisDefault(t *testing.T) {
 		t.Fatalf("DoCache GET of a lock key: %v, want the proxy's refusal", err)
 	}
 
-	opt := rueidislock.LockerOption{ClientOption: rueidis.ClientOption{InitAddress: []string{s.addr}}, KeyValidity: 2 * time.Second}
+	opt := rueidislock.LockerOption{ClientOption: rueidis.ClientOption{InitAddress: []string{s.Addr}}, KeyValidity: 2 * time.Second}
 	a, err := rueidislock.NewLocker(opt)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestRueidisDefault(t *testing.T) {
 			mc := m.Client()
 			v, _ := mc.Get(ctx, key).Result()
 			mc.Close()
-			if v != "" && s.holders(key, v) < 2 {
+			if v != "" && s.Holders(key, v) < 2 {
 				t.Fatalf("%s is on fewer than a quorum of masters", key)
 			}
 		}

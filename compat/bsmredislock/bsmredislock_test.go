@@ -25,33 +25,13 @@ var binary string
 func TestMain(m *testing.M) { redistest.MainWithProxy(m, "../../cmd/redlock-proxy", &binary) }
 
 // stack is three masters and the proxy binary in front of them.
-type stack struct {
-	masters []*redistest.Server
-	addr    string
-}
+type stack struct{ *redistest.ClientStack }
 
-func startStack(t *testing.T) *stack {
-	t.Helper()
-	masters, p := redistest.StartClientStack(t, binary)
-	return &stack{masters: masters, addr: p.Addr}
-}
-
-// holders counts the masters on which key holds value.
-func (s *stack) holders(key, value string) int {
-	n := 0
-	for _, m := range s.masters {
-		c := m.Client()
-		if v, _ := c.Get(context.Background(), key).Result(); v == value {
-			n++
-		}
-		c.Close()
-	}
-	return n
-}
+func startStack(t *testing.T) stack { return stack{redistest.StartClientStack(t, binary)} }
 
 // absent reports whether key is on no master.
-func (s *stack) absent(key string) bool {
-	for _, m := range s.masters {
+func (s stack) absent(key string) bool {
+	for _, m := range s.Masters {
 		c := m.Client()
 		n, _ := c.Exists(context.Background(), key).Result()
 		c.Close()
@@ -176,7 +156,7 @@ func TestBsmRedislock(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
 	log := &scriptLog{}
-	a, b := redis.NewClient(&redis.Options{Addr: s.addr}), redis.NewClient(&redis.Options{Addr: s.addr})
+	a, b := redis.NewClient(&redis.Options{Addr: s.Addr}), redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer a.Close()
 	defer b.Close()
 	a.AddHook(log)
@@ -188,7 +168,7 @@ func TestBsmRedislock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Obtain: %v", err)
 	}
-	if n := s.holders(key, lock.Token()); n < 2 {
+	if n := s.Holders(key, lock.Token()); n < 2 {
 		t.Fatalf("the lock is on %d masters", n)
 	}
 	if _, err := lb.Obtain(ctx, key, 5*time.Second, nil); !errors.Is(err, redislock.ErrNotObtained) {
@@ -209,7 +189,7 @@ func TestBsmRedislock(t *testing.T) {
 		t.Fatalf("ObtainMulti: %v", err)
 	}
 	for _, k := range []string{x, y} {
-		if n := s.holders(k, multi.Token()); n < 2 {
+		if n := s.Holders(k, multi.Token()); n < 2 {
 			t.Fatalf("%s is on %d masters", k, n)
 		}
 	}
@@ -229,12 +209,12 @@ func TestBsmRedislock(t *testing.T) {
 		t.Fatalf("Refresh: %v", err)
 	}
 	value := lock.Token() + "m2"
-	eventually(t, "the new value on every master", func() bool { return s.holders(key, value) == 3 })
+	eventually(t, "the new value on every master", func() bool { return s.Holders(key, value) == 3 })
 	if _, err := la.ObtainMulti(ctx, []string{x, y}, 5*time.Second, &redislock.Options{Token: multi.Token(), Metadata: "m2"}); err != nil {
 		t.Fatalf("ObtainMulti with the holder's token: %v", err)
 	}
 	time.Sleep(time.Until(obtained.Add(2500 * time.Millisecond))) // past the TTL it was obtained with
-	if n := s.holders(key, value); n < 2 {
+	if n := s.Holders(key, value); n < 2 {
 		t.Fatalf("after its first TTL, the refreshed lock is on %d masters", n)
 	}
 	ttl, err := again.TTL(ctx)

@@ -4,7 +4,6 @@
 package gozero
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -18,56 +17,24 @@ var binary string
 func TestMain(m *testing.M) { redistest.MainWithProxy(m, "../../cmd/redlock-proxy", &binary) }
 
 // stack is three masters and the proxy binary in front of them.
-type stack struct {
-	masters []*redistest.Server
-	addr    string
-}
+type stack struct{ *redistest.ClientStack }
 
-func startStack(t *testing.T) *stack {
-	t.Helper()
-	masters, p := redistest.StartClientStack(t, binary)
-	return &stack{masters: masters, addr: p.Addr}
-}
-
-// values are what key holds on each master ("" where it is absent), and
-// pttls its PTTL there, in ms.
-func (s *stack) values(key string) (values []string, pttls []int64) {
-	for _, m := range s.masters {
-		c := m.Client()
-		v, _ := c.Get(context.Background(), key).Result()
-		d, _ := c.PTTL(context.Background(), key).Result()
-		c.Close()
-		values, pttls = append(values, v), append(pttls, d.Milliseconds())
-	}
-	return values, pttls
-}
+func startStack(t *testing.T) stack { return stack{redistest.StartClientStack(t, binary)} }
 
 // value is what key holds on a quorum of the masters ("" if none).
-func (s *stack) value(key string) string {
-	vs, _ := s.values(key)
+func (s stack) value(key string) string {
+	vs, _ := s.Values(key)
 	for _, v := range vs {
-		if v != "" && s.holders(key, v) > len(s.masters)/2 {
+		if v != "" && s.Holders(key, v) > len(s.Masters)/2 {
 			return v
 		}
 	}
 	return ""
 }
 
-// holders counts the masters on which key holds value.
-func (s *stack) holders(key, value string) int {
-	vs, _ := s.values(key)
-	n := 0
-	for _, v := range vs {
-		if v == value {
-			n++
-		}
-	}
-	return n
-}
-
 // minPTTL is the PTTL key has on a quorum of the masters at least.
-func (s *stack) minPTTL(key string) int64 {
-	_, ttls := s.values(key)
+func (s stack) minPTTL(key string) int64 {
+	_, ttls := s.Values(key)
 	slices.Sort(ttls)
 	return ttls[len(ttls)-(len(ttls)/2+1)]
 }
@@ -79,7 +46,7 @@ func (s *stack) minPTTL(key string) int64 {
 // gone from every master once released.
 func TestGoZeroRedisLock(t *testing.T) {
 	s := startStack(t)
-	store := zredis.MustNewRedis(zredis.RedisConf{Host: s.addr, Type: zredis.NodeType})
+	store := zredis.MustNewRedis(zredis.RedisConf{Host: s.Addr, Type: zredis.NodeType})
 	key := "compat:gozero"
 	a, b := zredis.NewRedisLock(store, key), zredis.NewRedisLock(store, key)
 	a.SetExpire(5)
@@ -89,7 +56,7 @@ func TestGoZeroRedisLock(t *testing.T) {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
 	value := s.value(key)
-	if n := s.holders(key, value); n < 2 {
+	if n := s.Holders(key, value); n < 2 {
 		t.Fatalf("the lock is on %d masters", n)
 	}
 	if ok, err := b.Acquire(); err != nil || ok {
@@ -108,7 +75,7 @@ func TestGoZeroRedisLock(t *testing.T) {
 	if ok, err := a.Release(); err != nil || !ok {
 		t.Fatalf("Release: %v %v", ok, err)
 	}
-	if n := s.holders(key, value); n != 0 {
+	if n := s.Holders(key, value); n != 0 {
 		t.Fatalf("the released lock is on %d masters", n)
 	}
 	if ok, err := b.Acquire(); err != nil || !ok {

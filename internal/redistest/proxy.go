@@ -66,18 +66,48 @@ func StartProxy(t testing.TB, bin string, config func(listen string) string, opt
 	return p
 }
 
+// ClientStack is three masters and the proxy binary in front of them, as
+// the client-library suites use it.
+type ClientStack struct {
+	Masters []*Server
+	Addr    string // the proxy's
+}
+
 // StartClientStack starts three masters and the proxy binary bin in front
-// of them, as the client-library suites use it: no restart guard (the
-// masters are new), a 200 ms node timeout, warnings and errors in the
-// test's log.
-func StartClientStack(t testing.TB, bin string) ([]*Server, *Proxy) {
+// of them: no restart guard (the masters are new), a 200 ms node timeout,
+// warnings and errors in the test's log.
+func StartClientStack(t testing.TB, bin string) *ClientStack {
 	t.Helper()
 	masters := StartN(t, 3)
 	p := StartProxy(t, bin, func(listen string) string {
 		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
 			listen, Quote(Addrs(masters)))
 	}, WithProxyLog())
-	return masters, p
+	return &ClientStack{Masters: masters, Addr: p.Addr}
+}
+
+// Values reads key on each master: its value ("" if absent) and PTTL in ms.
+func (s *ClientStack) Values(key string) (values []string, pttls []int64) {
+	for _, m := range s.Masters {
+		c := m.Client()
+		v, _ := c.Get(context.Background(), key).Result()
+		d, _ := c.PTTL(context.Background(), key).Result()
+		c.Close()
+		values, pttls = append(values, v), append(pttls, d.Milliseconds())
+	}
+	return values, pttls
+}
+
+// Holders counts the masters on which key holds value.
+func (s *ClientStack) Holders(key, value string) int {
+	vs, _ := s.Values(key)
+	n := 0
+	for _, v := range vs {
+		if v == value {
+			n++
+		}
+	}
+	return n
 }
 
 // Start runs the proxy (again, after Kill) and waits until it answers PING.
