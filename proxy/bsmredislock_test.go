@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,23 +104,11 @@ func TestBsmRedislockLikeRedis(t *testing.T) {
 			{bsmArgs(bsmRelease, []string{k4}, "DDDD-2"), false},
 			{bsmArgs(bsmPTTL, []string{k4}, "DDDD-2"), false},
 		}
-		run := func(addr string) []string {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			r := bufio.NewReader(c)
-			var out []string
-			for _, cmd := range cmds {
-				if _, err := c.Write(respArgs(cmd.args...)); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, readRESP(t, r))
-			}
-			return out
+		args := make([][]string, len(cmds))
+		for i, cmd := range cmds {
+			args[i] = cmd.args
 		}
+		run := func(addr string) []string { return rawReplies(t, addr, args...) }
 		want, got := run(plain), run(e.addr)
 		for i, cmd := range cmds {
 			w, g := want[i], got[i]

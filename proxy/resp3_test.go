@@ -108,23 +108,11 @@ func TestRESP3LikeRedis(t *testing.T) {
 		{[]string{"HGETALL", k + ":h"}, false},
 		{[]string{"HELLO"}, true},
 	}
-	run := func(addr string) []string {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		r := bufio.NewReader(c)
-		var out []string
-		for _, cmd := range cmds {
-			if _, err := c.Write(respArgs(cmd.args...)); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, readRESP(t, r))
-		}
-		return out
+	args := make([][]string, len(cmds))
+	for i, cmd := range cmds {
+		args[i] = cmd.args
 	}
+	run := func(addr string) []string { return rawReplies(t, addr, args...) }
 	want, got := run(plain), run(e.addr)
 	for i, cmd := range cmds {
 		w, g := want[i], got[i]
@@ -169,6 +157,27 @@ func respArgs(args ...string) []byte {
 		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	return b
+}
+
+// rawReplies sends each command to addr on one connection, one after
+// another, and returns each raw reply.
+func rawReplies(t *testing.T, addr string, cmds ...[]string) []string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	out := make([]string, 0, len(cmds))
+	for _, cmd := range cmds {
+		if _, err := c.Write(respArgs(cmd...)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, readRESP(t, r))
+	}
+	return out
 }
 
 // startPlain starts a plain redis-server for comparisons.
