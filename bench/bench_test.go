@@ -137,3 +137,38 @@ func TestReportCPURowNeedsBothMasterCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestSystemTimeOfThisProcess(t *testing.T) {
+	_, sys0, err := cpuTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	n := 0
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; n++ {
+		_, _ = f.Write(b) // a system call each
+	}
+	_, sys1, err := cpuTimes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys1 <= sys0 {
+		t.Fatalf("system time did not grow after 200 ms of writes (%d): %v then %v", n, sys0, sys1)
+	}
+}
+
+func TestWindowBoundLeavesOutTheProxysOwnCode(t *testing.T) {
+	r := &results{vals: map[string][]float64{}}
+	r.recordWindow("rs.p3", window{gen: 30, servers: 12, proxy: 28, proxySys: 18, serversSys: 4, pairs: 1000})
+	if got := r.med("rs.p3.win.floor"); got != 30+12+18 {
+		t.Fatalf("bound = %v, want clients + servers + the proxy's system time = 60", got)
+	}
+	if got := r.med("rs.p3.win.sum"); got != 30+12+28 {
+		t.Fatalf("sum = %v, want 70", got)
+	}
+}

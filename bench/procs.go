@@ -325,23 +325,31 @@ func rssKB(pid int) (rss, hwm int64, err error) {
 // cpuTime is the user+system CPU time a process has used, from
 // /proc/PID/stat (clock ticks of 1/100 s).
 func cpuTime(pid int) (time.Duration, error) {
+	user, sys, err := cpuTimes(pid)
+	return user + sys, err
+}
+
+// cpuTimes is a process's CPU time so far, in user space and in the kernel
+// (its system calls, and what the kernel does on their behalf: on loopback,
+// a write carries the segment to the other end's socket and wakes it).
+func cpuTimes(pid int) (user, sys time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
 	f := strings.Fields(s[i+2:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+	return time.Duration(utime) * 10 * time.Millisecond, time.Duration(stime) * 10 * time.Millisecond, nil
 }

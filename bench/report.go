@@ -143,12 +143,26 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			return micros(orNaN(r, k+".win.gen")) + " / " + micros(orNaN(r, k+".win.servers")) + " / " + p
 		}
 		add(row{what: what + ": … of which clients / Redis servers / proxy, µs", proxy: parts(a), baseline: parts(b), ratio: math.NaN(), target: "—"})
+		if !r.has(a + ".win.proxy.sys") {
+			return
+		}
+		add(row{what: what + ": … of which in the kernel (system time: reads, writes and, on loopback, their delivery to the other end): Redis servers / proxy, µs",
+			proxy:    micros(orNaN(r, a+".win.servers.sys")) + " / " + micros(orNaN(r, a+".win.proxy.sys")),
+			baseline: micros(orNaN(r, b+".win.servers.sys")) + " / —", ratio: math.NaN(), target: "—"})
+		add(row{what: what + ": … bound: clients + Redis servers + the proxy's system time, as if the proxy's own code cost nothing, vs the direct total, µs",
+			proxy: micros(orNaN(r, a+".win.floor")), baseline: micros(orNaN(r, b+".win.sum")),
+			ratio: ratioOf(r, a+".win.floor", b+".win.sum"), target: "—"})
 	}
 	if o.rows["1"] {
 		rsRate(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "p3", "m3", "≥ 2×", 2)
 		processCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "≤ 0.4×", 0.4)
 		machineCPU(fmt.Sprintf("1 a/b. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → same 3 masters", o.clients), "rs.p3", "rs.m3", "—", 0)
 		rsRate(fmt.Sprintf("1 a/c. go-redsync, %d clients: via proxy (3 masters) vs go-redsync → 1 Redis", o.clients), "p3", "single", "≥ 0.8×", 0.8)
+		if r.has("rs.p3.win.proxy.sys") && r.has("rs.single.win.servers.sys") {
+			add(row{what: fmt.Sprintf("1 a/c. go-redsync, %d clients: system time per lock+unlock pair, mid-run window: the proxy vs the one Redis serving the same clients directly (a read and a write per command, no quorum), µs", o.clients),
+				proxy: micros(r.med("rs.p3.win.proxy.sys")), baseline: micros(r.med("rs.single.win.servers.sys")),
+				ratio: ratioOf(r, "rs.p3.win.proxy.sys", "rs.single.win.servers.sys"), target: "—"})
+		}
 	}
 	if o.rows["2"] {
 		rsRate(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "p5", "p3", "≥ 0.6×", 0.6)

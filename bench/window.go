@@ -24,7 +24,10 @@ import (
 // window is the CPU per pair, in µs, of each process over one window.
 type window struct {
 	gen, servers, proxy, machine float64
-	pairs                        int64
+	// The proxy's and the servers' time in the kernel, of proxy and
+	// servers above.
+	proxySys, serversSys float64
+	pairs                int64
 }
 
 // sum is the CPU per pair of every process of the comparison.
@@ -33,6 +36,7 @@ func (w window) sum() float64 { return w.gen + w.servers + w.proxy }
 // winSnap is what a window's ends read.
 type winSnap struct {
 	gen, proxy, servers, machine time.Duration
+	proxySys, serversSys         time.Duration
 	sets                         int64 // SET calls on the first server
 }
 
@@ -48,16 +52,19 @@ func snapWindow(genPid int, proxy *proc, servers []*proc) (winSnap, error) {
 		return s, err
 	}
 	if proxy != nil {
-		if s.proxy, err = cpuTime(proxy.pid()); err != nil {
-			return s, err
-		}
-	}
-	for _, p := range servers {
-		d, err := cpuTime(p.pid())
+		user, sys, err := cpuTimes(proxy.pid())
 		if err != nil {
 			return s, err
 		}
-		s.servers += d
+		s.proxy, s.proxySys = user+sys, sys
+	}
+	for _, p := range servers {
+		user, sys, err := cpuTimes(p.pid())
+		if err != nil {
+			return s, err
+		}
+		s.servers += user + sys
+		s.serversSys += sys
 	}
 	s.machine, err = machineBusy()
 	return s, err
@@ -81,6 +88,7 @@ func measureWindow(genPid int, proxy *proc, servers []*proc, from, to time.Time)
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(w.pairs) }
 	w.gen, w.servers, w.proxy, w.machine = per(b.gen-a.gen), per(b.servers-a.servers), per(b.proxy-a.proxy), per(b.machine-a.machine)
+	w.proxySys, w.serversSys = per(b.proxySys-a.proxySys), per(b.serversSys-a.serversSys)
 	return w, nil
 }
 
@@ -95,6 +103,12 @@ func (r *results) recordWindow(key string, w window) {
 	r.add(key+".win.gen", w.gen)
 	r.add(key+".win.servers", w.servers)
 	r.add(key+".win.proxy", w.proxy)
+	r.add(key+".win.proxy.sys", w.proxySys)
+	r.add(key+".win.servers.sys", w.serversSys)
+	// What the processes would take if the proxy's own code cost nothing
+	// and its system calls stayed as they are: a bound on what any work
+	// on the proxy's code can reach.
+	r.add(key+".win.floor", w.gen+w.servers+w.proxySys)
 	r.add(key+".win.sum", w.sum())
 	r.add(key+".win.machine", w.machine)
 }
