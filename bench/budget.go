@@ -26,18 +26,22 @@ import (
 // cpuSnap is the CPU time used so far by the machine (all CPUs, busy time),
 // by the servers behind one target, and by the load generator, read at at.
 type cpuSnap struct {
-	machine, servers, gen time.Duration
-	at                    time.Time
+	machine, servers, gen, proxy time.Duration
+	at                           time.Time
 }
 
 // snapCPU reads a cpuSnap; gen is the benchmark process itself (the
-// Go-client runs), or 0 when the generator is a child measured on exit.
-func snapCPU(servers []*proc, self bool) cpuSnap {
+// Go-client runs), or 0 when the generator is a child measured on exit;
+// proxy, if not nil, is the proxy in front of the servers.
+func snapCPU(servers []*proc, proxy *proc, self bool) cpuSnap {
 	s := cpuSnap{at: time.Now()}
 	s.machine, _ = machineBusy()
 	for _, p := range servers {
 		d, _ := cpuTime(p.pid())
 		s.servers += d
+	}
+	if proxy != nil {
+		s.proxy, _ = cpuTime(proxy.pid())
 	}
 	if self {
 		s.gen, _ = cpuTime(os.Getpid())
@@ -59,6 +63,8 @@ func (r *results) recordCPU(key string, a, b cpuSnap, gen time.Duration, ops int
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(ops) }
 	r.add(key+".gen", per(gen))
 	r.add(key+".servers", per(b.servers-a.servers))
+	// Every process of the run: the clients, the servers and the proxy.
+	r.add(key+".all", per(gen)+per(b.servers-a.servers)+per(b.proxy-a.proxy))
 	if b.machine > 0 {
 		r.add(key+".machine", per(b.machine-a.machine))
 		if wall := b.at.Sub(a.at); wall > 0 {

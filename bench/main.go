@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -252,7 +253,7 @@ func run(o options, ps *procs, out io.Writer) error {
 				if c.proxy != nil {
 					cpu0, _ = cpuTime(c.proxy.pid())
 				}
-				snap0 := snapCPU(c.redis, true)
+				snap0 := snapCPU(c.redis, c.proxy, true)
 				win := make(chan windowResult, 1)
 				res, err := runRedsync(c.servers, o.clients, o.duration, func(start time.Time) {
 					go func() {
@@ -262,7 +263,7 @@ func run(o options, ps *procs, out io.Writer) error {
 					}()
 				})
 				if err == nil {
-					r.recordCPU("rs."+c.key, snap0, snapCPU(c.redis, true), 0, res.pairs)
+					r.recordCPU("rs."+c.key, snap0, snapCPU(c.redis, c.proxy, true), 0, res.pairs)
 					r.takeWindow("rs."+c.key, win, c.what, rep)
 				}
 				if c.proxy != nil && err == nil && res.pairs > 0 {
@@ -332,13 +333,17 @@ func run(o options, ps *procs, out io.Writer) error {
 					return nil, false
 				}
 				cpu0, cerr := cpuTime(t.pid())
-				snap0 := snapCPU(serversOf[t], false)
+				var front *proc // a proxy in front of the servers
+				if !slices.Contains(serversOf[t], t) {
+					front = t
+				}
+				snap0 := snapCPU(serversOf[t], front, false)
 				res, l, gen, err := runRedisBenchmark(t.addr, n, rbTimeout, args...)
 				line = l
 				if cpu1, cerr1 := cpuTime(t.pid()); err == nil && cerr == nil && cerr1 == nil && len(res) > 0 {
 					// Every test of the run sends n commands.
 					r.add(cpuKey+"."+names[i]+".cpu", float64((cpu1-cpu0).Microseconds())/float64(n*len(res)))
-					r.recordCPU(cpuKey+"."+names[i], snap0, snapCPU(serversOf[t], false), gen, n*len(res))
+					r.recordCPU(cpuKey+"."+names[i], snap0, snapCPU(serversOf[t], front, false), gen, n*len(res))
 				}
 				if err != nil {
 					r.problem("%s on %s, repetition %d: %v", label, names[i], rep+1, err)
@@ -465,7 +470,7 @@ func run(o options, ps *procs, out io.Writer) error {
 					if err := flushAll(allRedis...); err != nil {
 						return err
 					}
-					snap0 := snapCPU(nc.redis, false)
+					snap0 := snapCPU(nc.redis, nc.proxy, false)
 					win := make(chan windowResult, 1)
 					res, err := runNode(nc.mode, nc.addrs, o.clients, o.duration, func(pid int, at time.Time) {
 						go func() {
@@ -481,7 +486,7 @@ func run(o options, ps *procs, out io.Writer) error {
 						r.problem("%s, repetition %d: %v", nc.what, rep+1, err)
 						continue
 					}
-					r.recordCPU("node."+nc.key, snap0, snapCPU(nc.redis, false), res.cpu, res.Pairs)
+					r.recordCPU("node."+nc.key, snap0, snapCPU(nc.redis, nc.proxy, false), res.cpu, res.Pairs)
 					r.takeWindow("node."+nc.key, win, nc.what, rep)
 					progress("%-26s rep %d: %8.0f pairs/s  p50 %6.2f ms  p99 %6.2f ms  lock errors %d  release errors %d",
 						nc.what, rep+1, res.rate(), res.P50, res.P99, res.LockErrors, res.UnlockErrors)
@@ -517,7 +522,7 @@ func run(o options, ps *procs, out io.Writer) error {
 				if err := flushAll(allRedis...); err != nil {
 					return err
 				}
-				snap0 := snapCPU(m3p, false)
+				snap0 := snapCPU(m3p, p3, false)
 				args := append(conf.args, "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
 				res, line, gen, err := runRedisBenchmark(p3.addr, n, rbTimeout, args...)
 				if rep == 0 {
@@ -527,7 +532,7 @@ func run(o options, ps *procs, out io.Writer) error {
 					r.problem("row 7 (%s), repetition %d: %v", conf.key, rep+1, err)
 					continue
 				}
-				r.recordCPU("mux."+conf.key, snap0, snapCPU(m3p, false), gen, n)
+				r.recordCPU("mux."+conf.key, snap0, snapCPU(m3p, p3, false), gen, n)
 				for _, v := range res {
 					r.add("mux."+conf.key+".rps", v.rps)
 					progress("acquire through the proxy, %-4s rep %d: %.0f/s p99 %.2f ms", conf.key, rep+1, v.rps, v.p99ms)

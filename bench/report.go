@@ -146,9 +146,18 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		if !r.has(a + ".win.proxy.sys") {
 			return
 		}
+		kernel := func(k string) string {
+			p := "—"
+			if r.has(k+".win.proxy") && r.med(k+".win.proxy") > 0 {
+				p = micros(orNaN(r, k+".win.proxy.sys"))
+			}
+			return micros(orNaN(r, k+".win.servers.sys")) + " / " + p
+		}
 		add(row{what: what + ": … of which in the kernel (system time: reads, writes and, on loopback, their delivery to the other end): Redis servers / proxy, µs",
-			proxy:    micros(orNaN(r, a+".win.servers.sys")) + " / " + micros(orNaN(r, a+".win.proxy.sys")),
-			baseline: micros(orNaN(r, b+".win.servers.sys")) + " / —", ratio: math.NaN(), target: "—"})
+			proxy: kernel(a), baseline: kernel(b), ratio: math.NaN(), target: "—"})
+		if r.has(b+".win.proxy") && r.med(b+".win.proxy") > 0 {
+			return // the baseline goes through a proxy too: no bound against it
+		}
 		add(row{what: what + ": … bound: clients + Redis servers + the proxy's system time, as if the proxy's own code cost nothing, vs the direct total, µs",
 			proxy: micros(orNaN(r, a+".win.floor")), baseline: micros(orNaN(r, b+".win.sum")),
 			ratio: ratioOf(r, a+".win.floor", b+".win.sum"), target: "—"})
@@ -166,6 +175,7 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	}
 	if o.rows["2"] {
 		rsRate(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "p5", "p3", "≥ 0.6×", 0.6)
+		processCPU(fmt.Sprintf("2. go-redsync, %d clients: via proxy, 5 masters vs 3 masters", o.clients), "rs.p5", "rs.p3", "—", 0)
 	}
 	if r.has("rs.p3.cpu") && r.has("rs.p5.cpu") {
 		add(row{what: "1/2. proxy CPU (user+system) per lock operation during the go-redsync runs, µs: 5 masters vs 3 masters",
@@ -184,6 +194,9 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			ratio: ratioOf(r, "acqgo.proxy.rps", "acqgo.single.rps"), target: "≥ 0.5×", min: 0.5})
 		add(row{what: "3. … Go client: error replies per run (e.g. NOQUORUM)",
 			proxy: count(orNaN(r, "acqgo.proxy.errors")), baseline: count(orNaN(r, "acqgo.single.errors")), ratio: math.NaN(), target: "—"})
+		add(row{what: "3. … CPU of redis-benchmark, the Redis servers and the proxy per acquire, whole run, µs: proxy (3 masters) vs 1 Redis",
+			proxy: micros(orNaN(r, "acq.proxy.all")), baseline: micros(orNaN(r, "acq.single.all")),
+			ratio: ratioOf(r, "acq.proxy.all", "acq.single.all"), target: "—"})
 		add(row{what: "3. … p99 latency (redis-benchmark)", proxy: millis(orNaN(r, "acq.proxy.p99")), baseline: millis(orNaN(r, "acq.single.p99")),
 			ratio: ratioOf(r, "acq.proxy.p99", "acq.single.p99"), target: "—"})
 		add(row{what: "3. … CPU (user+system) per acquire, µs: proxy process vs the one Redis process (redis-benchmark runs)",
@@ -242,6 +255,9 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		add(row{what: fmt.Sprintf("7. redis-benchmark SET key:__rand_int__ val NX PX 10000 through the proxy, acquires/s: one connection, -c 1 -P %d, vs %d connections, -c %d -P 1", o.clients, o.clients, o.clients),
 			proxy: rate(orNaN(r, "mux.one.rps")), baseline: rate(orNaN(r, "mux.many.rps")),
 			ratio: ratioOf(r, "mux.one.rps", "mux.many.rps"), target: "≥ 1.0×", min: 1.0})
+		add(row{what: "7. … CPU of redis-benchmark, the masters and the proxy per acquire, whole run, µs: -c 1 -P vs -c -P 1",
+			proxy: micros(orNaN(r, "mux.one.all")), baseline: micros(orNaN(r, "mux.many.all")),
+			ratio: ratioOf(r, "mux.one.all", "mux.many.all"), target: "—"})
 		add(row{what: "7. … CPU of the whole machine per acquire, µs: -c 1 -P vs -c -P 1",
 			proxy: micros(orNaN(r, "mux.one.machine")), baseline: micros(orNaN(r, "mux.many.machine")),
 			ratio: ratioOf(r, "mux.one.machine", "mux.many.machine"), target: "—"})
