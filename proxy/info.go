@@ -59,8 +59,8 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			fmt.Fprintf(&b, "other_settings%d:%s\r\n", i, o)
 		}
 		t := s.m.Totals()
-		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\n",
-			t.Acquires, t.Granted, t.Held, t.NoQuorum, t.OtherFailures, t.Releases, t.Extends, t.Passthrough)
+		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\npipelined_lock_operations:%d\r\n",
+			t.Acquires, t.Granted, t.Held, t.NoQuorum, t.OtherFailures, t.Releases, t.Extends, t.Passthrough, t.Pipelined)
 		for i, m := range ms {
 			state := "up"
 			if !m.Up {

@@ -56,6 +56,7 @@ func TestPipelinedLockOperationsRunTogether(t *testing.T) {
 	for _, r := range relays {
 		before = append(before, r.Chunks.Load())
 	}
+	ran := pipelinedOps(t, e)
 	start := time.Now()
 	replies := pipeline(t, e.c, cmds...)
 	t.Logf("40 pipelined SET NX with the masters 40 ms away: %v", time.Since(start).Round(time.Millisecond))
@@ -71,6 +72,11 @@ func TestPipelinedLockOperationsRunTogether(t *testing.T) {
 			t.Errorf("master %d: the forty operations reached it in %d writes: they ran one after another", i, n)
 		}
 	}
+	// INFO counts them among the operations run together with others of
+	// their connection (the first may have run alone, were it read alone).
+	if n := pipelinedOps(t, e) - ran; n < 39 {
+		t.Errorf("INFO pipelined_lock_operations grew by %d for forty pipelined SET NX", n)
+	}
 	for _, r := range relays {
 		r.Delay.Store(0)
 	}
@@ -79,6 +85,23 @@ func TestPipelinedLockOperationsRunTogether(t *testing.T) {
 			t.Fatalf("key %d held on %d masters", i, n)
 		}
 	}
+}
+
+// pipelinedOps reads INFO's count of the lock operations run together with
+// others of their connection.
+func pipelinedOps(t *testing.T, e *env) int64 {
+	t.Helper()
+	info := must(e.do("INFO", "redlock")).(string)
+	_, rest, ok := strings.Cut(info, "pipelined_lock_operations:")
+	if !ok {
+		t.Fatalf("INFO redlock has no pipelined_lock_operations:\n%s", info)
+	}
+	v, _, _ := strings.Cut(rest, "\r\n")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("pipelined_lock_operations:%s: %v", v, err)
+	}
+	return n
 }
 
 // A client that multiplexes loops on one connection, as ioredis does:

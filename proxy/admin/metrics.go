@@ -203,6 +203,7 @@ func (m *Metrics) done(op int, ok bool, err error, d time.Duration) {
 type Totals struct {
 	Acquires, Granted, Held, NoQuorum, OtherFailures int64
 	Releases, Extends, Passthrough, Connections      int64
+	Pipelined                                        int64 // lock operations run together with others of their connection
 }
 
 // Totals reads the counters now.
@@ -213,6 +214,7 @@ func (m *Metrics) Totals() Totals {
 		OtherFailures: count(m.acquires, outSpent) + count(m.acquires, outSplit) + count(m.acquires, outFailed),
 		Releases:      count(m.releases, ""), Extends: count(m.extends, ""),
 		Passthrough: counterValue(m.Passthrough), Connections: counterValue(m.Connections),
+		Pipelined: counterValue(m.PipelinedOps),
 	}
 }
 
