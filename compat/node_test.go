@@ -10,7 +10,8 @@ import (
 // TestNodeRedlock runs node-redlock v4 (ioredis 4) and v5 (ioredis 5),
 // node-redis 6 in RESP3 and RESP2, and the other Node lock libraries
 // (redis-semaphore's Mutex and Semaphore among them), unmodified, with the
-// proxy as their only Redis client; the tests are node/*.test.mjs. CI
+// proxy as their only Redis client, and node-redlock 5 with many locks in
+// flight on one ioredis connection; the tests are node/*.test.mjs. CI
 // installs the packages with `npm ci` in compat/node first.
 func TestNodeRedlock(t *testing.T) {
 	node, err := exec.LookPath("node")
