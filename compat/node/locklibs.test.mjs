@@ -25,18 +25,8 @@ import { createClient } from "redis6";
 import { createLock as ruCreateLock, IoredisAdapter } from "redlock-universal";
 import { createClient as createClient4 } from "redis";
 import redisLock from "redis-lock";
+import { PROXY, MASTERS, QUORUM, addr, eventually } from "./stack.mjs";
 
-const PROXY = process.env.REDLOCK_PROXY;
-const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
-if (!PROXY || MASTERS.length === 0) {
-  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
-}
-const QUORUM = Math.floor(MASTERS.length / 2) + 1;
-
-function addr(s) {
-  const i = s.lastIndexOf(":");
-  return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
-}
 const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
 const opened = [];
 after(async () => {
@@ -58,17 +48,12 @@ async function holders(key, value) {
   const vals = await Promise.all(masters.map((m) => m.get(key)));
   return vals.filter((v) => v === value).length;
 }
-// Waits up to 2 s until no master holds value at every key. A release is
-// answered once a quorum of masters carried it out; the last master's
-// delete may land a moment after the reply.
+// Waits until no master holds value at any of keys.
 async function goneEverywhere(keys, value, what) {
-  for (let i = 0; ; i++) {
-    let n = 0;
-    for (const k of keys) n += await holders(k, value);
-    if (n === 0) return;
-    if (i >= 100) assert.fail(`${what}: ${keys.join(", ")} still on ${n} master(s) after 2 s`);
-    await sleep(20);
-  }
+  await eventually(what, async () => {
+    for (const k of keys) if ((await holders(k, value)) > 0) return false;
+    return true;
+  });
 }
 async function minPTTL(key) {
   const ttls = await Promise.all(masters.map((m) => m.pttl(key)));

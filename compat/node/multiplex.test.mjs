@@ -12,23 +12,10 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 
 import Redlock5, { ExecutionError } from "redlock5";
 import IORedis from "ioredis";
-
-function addr(s) {
-  const i = s.lastIndexOf(":");
-  assert.ok(i > 0, `bad address ${s}`);
-  return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
-}
-
-const PROXY = process.env.REDLOCK_PROXY;
-const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
-if (!PROXY || MASTERS.length === 0) {
-  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
-}
-const QUORUM = Math.floor(MASTERS.length / 2) + 1;
+import { PROXY, MASTERS, QUORUM, addr, eventually } from "./stack.mjs";
 
 const opts = { maxRetriesPerRequest: 1, retryStrategy: () => null };
 const masters = MASTERS.map((m) => new IORedis({ ...addr(m), ...opts }));
@@ -51,14 +38,9 @@ async function holders(k, value) {
   return vals.filter((v) => v === value).length;
 }
 
-// Waits up to 2 s until no master holds value at key. A release is answered
-// once a quorum of masters carried it out; the last master's delete may land
-// a moment after the reply.
+// Waits until no master holds value at k.
 async function goneEverywhere(k, value, what) {
-  for (let i = 0; (await holders(k, value)) > 0; i++) {
-    if (i >= 100) assert.fail(`${what}: ${k} still on ${await holders(k, value)} master(s) after 2 s`);
-    await sleep(20);
-  }
+  await eventually(`${what}: ${k} gone from every master`, async () => (await holders(k, value)) === 0);
 }
 
 // INFO's count of the lock operations the proxy ran together with others

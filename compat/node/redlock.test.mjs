@@ -14,19 +14,7 @@ import Redlock4 from "redlock4";
 import Redlock5, { ExecutionError } from "redlock5";
 import IORedis4 from "ioredis4";
 import IORedis5 from "ioredis";
-
-function addr(s) {
-  const i = s.lastIndexOf(":");
-  assert.ok(i > 0, `bad address ${s}`);
-  return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
-}
-
-const PROXY = process.env.REDLOCK_PROXY;
-const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
-if (!PROXY || MASTERS.length === 0) {
-  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
-}
-const QUORUM = Math.floor(MASTERS.length / 2) + 1;
+import { PROXY, MASTERS, QUORUM, addr } from "./stack.mjs";
 
 const opened = [];
 after(async () => {

@@ -15,19 +15,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 import IORedis from "ioredis";
 import { Semaphore } from "redis-semaphore";
+import { PROXY, MASTERS, addr, eventually } from "./stack.mjs";
 
-const PROXY = process.env.REDLOCK_PROXY;
-const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
-if (!PROXY || MASTERS.length === 0) {
-  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
-}
 // The semaphore's quorum (engine.PermitQuorum).
 const quorum = (limit) => Math.floor((MASTERS.length * limit) / (limit + 1)) + 1;
 
-function addr(s) {
-  const i = s.lastIndexOf(":");
-  return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
-}
 const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
 const opened = [];
 after(() => {
@@ -69,13 +61,6 @@ async function holders(name, id) {
 
 // Waits until cond() holds (the proxy answers at quorum; the last master
 // follows a moment later).
-async function eventually(what, cond) {
-  for (let i = 0; i < 100; i++) {
-    if (await cond()) return;
-    await sleep(20);
-  }
-  assert.fail(`${what}: not true after 2 s`);
-}
 
 const opts = { lockTimeout: 1000, refreshInterval: 200, acquireTimeout: 500, retryInterval: 50 };
 
