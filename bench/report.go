@@ -135,9 +135,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		add(row{what: what + ": CPU of the clients, masters and proxy processes per lock+unlock pair, mid-run window, µs",
 			proxy: micros(orNaN(r, a+".win.sum")), baseline: micros(orNaN(r, b+".win.sum")),
 			ratio: ratioOf(r, a+".win.sum", b+".win.sum"), target: target, maxRatio: maxRatio})
+		// viaProxy: k's runs went through a proxy (a direct run records 0).
+		viaProxy := func(k string) bool { return r.has(k+".win.proxy") && r.med(k+".win.proxy") > 0 }
 		parts := func(k string) string {
 			p := "—"
-			if r.has(k+".win.proxy") && r.med(k+".win.proxy") > 0 {
+			if viaProxy(k) {
 				p = micros(r.med(k + ".win.proxy"))
 			}
 			return micros(orNaN(r, k+".win.gen")) + " / " + micros(orNaN(r, k+".win.servers")) + " / " + p
@@ -148,14 +150,14 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 		}
 		kernel := func(k string) string {
 			p := "—"
-			if r.has(k+".win.proxy") && r.med(k+".win.proxy") > 0 {
+			if viaProxy(k) {
 				p = micros(orNaN(r, k+".win.proxy.sys"))
 			}
 			return micros(orNaN(r, k+".win.servers.sys")) + " / " + p
 		}
 		add(row{what: what + ": … of which in the kernel (system time: reads, writes and, on loopback, their delivery to the other end): Redis servers / proxy, µs",
 			proxy: kernel(a), baseline: kernel(b), ratio: math.NaN(), target: "—"})
-		if r.has(b+".win.proxy") && r.med(b+".win.proxy") > 0 {
+		if viaProxy(b) {
 			return // the baseline goes through a proxy too: no bound against it
 		}
 		add(row{what: what + ": … bound: clients + Redis servers + the proxy's system time, as if the proxy's own code cost nothing, vs the direct total, µs",
