@@ -12,12 +12,11 @@
 //
 // REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters.
 
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import IORedis from "ioredis";
 import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
 import { Mutex } from "redis-semaphore";
 import { lock as srmLock, tryLock as srmTryLock } from "simple-redis-mutex";
@@ -25,29 +24,8 @@ import { createClient } from "redis6";
 import { createLock as ruCreateLock, IoredisAdapter } from "redlock-universal";
 import { createClient as createClient4 } from "redis";
 import redisLock from "redis-lock";
-import { PROXY, MASTERS, QUORUM, addr, eventually } from "./stack.mjs";
+import { PROXY, MASTERS, QUORUM, eventually, holders, ioredis, masters, track } from "./stack.mjs";
 
-const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
-const opened = [];
-after(async () => {
-  for (const c of opened) {
-    try {
-      if (c.destroy) c.destroy();
-      else c.disconnect();
-    } catch {}
-  }
-});
-function client(a) {
-  const c = new IORedis({ ...addr(a), ...options });
-  opened.push(c);
-  return c;
-}
-const masters = MASTERS.map(client);
-
-async function holders(key, value) {
-  const vals = await Promise.all(masters.map((m) => m.get(key)));
-  return vals.filter((v) => v === value).length;
-}
 // Waits until no master holds value at any of keys.
 async function goneEverywhere(keys, value, what) {
   await eventually(what, async () => {
@@ -61,8 +39,8 @@ async function minPTTL(key) {
 }
 
 test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release", async () => {
-  const a = new SesameRedlock([client(PROXY)], { retryCount: 0 });
-  const b = new SesameRedlock([client(PROXY)], { retryCount: 0 });
+  const a = new SesameRedlock([ioredis(PROXY)], { retryCount: 0 });
+  const b = new SesameRedlock([ioredis(PROXY)], { retryCount: 0 });
   const key = `sesame:${randomBytes(6).toString("hex")}`;
   const lock = await a.acquire([key], 2000);
   assert.ok((await holders(key, lock.value)) >= QUORUM, "held on a quorum");
@@ -85,7 +63,7 @@ test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release
   await goneEverywhere([key, k2], both.value, "both gone from every master");
 
   // A database other than 0 is refused, as SELECT is.
-  const other = new SesameRedlock([client(PROXY)], { retryCount: 0, db: 1 });
+  const other = new SesameRedlock([ioredis(PROXY)], { retryCount: 0, db: 1 });
   await assert.rejects(other.acquire([`${key}:db1`], 2000));
   const left = await Promise.all(masters.map((m) => m.exists(`${key}:db1`)));
   assert.deepEqual(left, MASTERS.map(() => 0), "nothing taken");
@@ -93,10 +71,10 @@ test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release
 
 test("redis-semaphore 5.8.0 Mutex: acquire, contender refused, refresh, release", async () => {
   const key = `sem:${randomBytes(6).toString("hex")}`;
-  const m = new Mutex(client(PROXY), key, { lockTimeout: 1000, refreshInterval: 200, acquireTimeout: 500, retryInterval: 50 });
+  const m = new Mutex(ioredis(PROXY), key, { lockTimeout: 1000, refreshInterval: 200, acquireTimeout: 500, retryInterval: 50 });
   await m.acquire();
   assert.ok((await holders(`mutex:${key}`, m.identifier)) >= QUORUM, "held on a quorum");
-  const other = new Mutex(client(PROXY), key, { lockTimeout: 1000, refreshInterval: 0, acquireTimeout: 200, retryInterval: 50 });
+  const other = new Mutex(ioredis(PROXY), key, { lockTimeout: 1000, refreshInterval: 0, acquireTimeout: 200, retryInterval: 50 });
   assert.equal(await other.tryAcquire(), false, "a contender is refused");
   await sleep(2500); // its refreshes keep it past the TTL
   assert.ok(m.isAcquired, "not lost");
@@ -120,12 +98,12 @@ async function quorumValue(key) {
 test("simple-redis-mutex 3.0.0: lock on a quorum, a waiter woken by the release's publish, once per release", async () => {
   const r = createClient({ url: `redis://${PROXY}`, RESP: 2 });
   r.on("error", () => {});
-  opened.push(r);
+  track(r);
   await r.connect();
   // A subscriber straight on the backend counts the release messages.
   const watcher = createClient({ url: `redis://${MASTERS[0]}`, RESP: 2 });
   watcher.on("error", () => {});
-  opened.push(watcher);
+  track(watcher);
   await watcher.connect();
   const name = `srm-${randomBytes(6).toString("hex")}`;
   const key = `@simple-redis-mutex:lock-${name}`;
@@ -161,14 +139,14 @@ test("simple-redis-mutex 3.0.0: lock on a quorum, a waiter woken by the release'
 
 test("redlock-universal 0.8.5: acquire, contender refused, extend, inspect, using() with atomic extension, release", async () => {
   const key = `ru-${randomBytes(6).toString("hex")}`;
-  const a = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key, ttl: 1000, retryAttempts: 0 });
-  const b = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key, ttl: 1000, retryAttempts: 0 });
+  const a = ruCreateLock({ adapter: new IoredisAdapter(ioredis(PROXY)), key, ttl: 1000, retryAttempts: 0 });
+  const b = ruCreateLock({ adapter: new IoredisAdapter(ioredis(PROXY)), key, ttl: 1000, retryAttempts: 0 });
   const handle = await a.acquire();
   assert.ok((await holders(key, handle.value)) >= QUORUM, "held on a quorum");
   await assert.rejects(b.acquire(), "a contender is refused");
   assert.equal(await a.extend(handle, 5000), true);
   assert.ok((await minPTTL(key)) > 4000, "extended on a quorum");
-  const adapter = new IoredisAdapter(client(PROXY));
+  const adapter = new IoredisAdapter(ioredis(PROXY));
   const seen = await adapter.inspect(key);
   assert.equal(seen.value, handle.value);
   assert.ok(seen.ttl > 4000 && seen.ttl <= 5000, `inspect ttl ${seen.ttl}`);
@@ -191,8 +169,8 @@ test("redlock-universal 0.8.5: acquire, contender refused, extend, inspect, usin
   // using(): the routine outlives the 1 s TTL; the automatic (atomic)
   // extension keeps the lock on a quorum and others out.
   const key2 = `${key}:using`;
-  const c = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
-  const d = ruCreateLock({ adapter: new IoredisAdapter(client(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
+  const c = ruCreateLock({ adapter: new IoredisAdapter(ioredis(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
+  const d = ruCreateLock({ adapter: new IoredisAdapter(ioredis(PROXY)), key: key2, ttl: 1000, retryAttempts: 0 });
   const result = await c.using(async (signal) => {
     await sleep(2500);
     assert.equal(signal.aborted, false, "the extension did not fail");
@@ -208,7 +186,7 @@ test("redlock-universal 0.8.5: acquire, contender refused, extend, inspect, usin
 test("redis-lock 1.0.0: held on a quorum, a contender waits until done(), then takes it", async () => {
   const c1 = createClient4({ url: `redis://${PROXY}` });
   const c2 = createClient4({ url: `redis://${PROXY}` });
-  opened.push(c1, c2);
+  track(c1, c2);
   await c1.connect();
   await c2.connect();
   const lockA = redisLock(c1, 20);

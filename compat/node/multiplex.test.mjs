@@ -9,33 +9,21 @@
 // REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters
 // (comma-separated), used only to check where the locks really are.
 
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 
 import Redlock5, { ExecutionError } from "redlock5";
-import IORedis from "ioredis";
-import { PROXY, MASTERS, QUORUM, addr, eventually } from "./stack.mjs";
+import { PROXY, QUORUM, eventually, holders, ioredis, masters } from "./stack.mjs";
 
-const opts = { maxRetriesPerRequest: 1, retryStrategy: () => null };
-const masters = MASTERS.map((m) => new IORedis({ ...addr(m), ...opts }));
 // The one connection every lock operation of this file goes through.
-const proxy = new IORedis({ ...addr(PROXY), ...opts });
-after(() => {
-  for (const c of [...masters, proxy]) c.disconnect();
-});
+const proxy = ioredis(PROXY);
 
 const unlockScript =
   'if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end';
 
 function key(name) {
   return `lock:mux:${name}:${randomBytes(6).toString("hex")}`;
-}
-
-// How many masters hold value at key.
-async function holders(k, value) {
-  const vals = await Promise.all(masters.map((m) => m.get(k)));
-  return vals.filter((v) => v === value).length;
 }
 
 // Waits until no master holds value at k.

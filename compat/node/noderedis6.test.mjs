@@ -8,40 +8,18 @@
 // REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters
 // (comma-separated; the first is the proxy's passthrough backend).
 
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { createClient } from "redis6";
-import IORedis5 from "ioredis";
-import { PROXY, MASTERS, QUORUM, addr, eventually } from "./stack.mjs";
-
-const opened = [];
-after(async () => {
-  for (const c of opened) {
-    try {
-      if (c.destroy) c.destroy();
-      else c.disconnect();
-    } catch {}
-  }
-});
-
-const masters = MASTERS.map((m) => {
-  const c = new IORedis5({ ...addr(m), maxRetriesPerRequest: 1, retryStrategy: () => null });
-  opened.push(c);
-  return c;
-});
-
-async function holders(key, token) {
-  const vals = await Promise.all(masters.map((m) => m.get(key)));
-  return vals.filter((v) => v === token).length;
-}
+import { PROXY, QUORUM, eventually, holders, masters, track } from "./stack.mjs";
 
 async function client(RESP) {
   const c = createClient({ url: `redis://${PROXY}`, RESP, name: `noderedis6-resp${RESP}` });
   c.on("error", () => {});
-  opened.push(c);
+  track(c);
   await c.connect();
   return c;
 }

@@ -5,7 +5,7 @@
 // REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters
 // (comma-separated), used only to check where the locks really are.
 
-import { test, describe, after } from "node:test";
+import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -14,25 +14,13 @@ import Redlock4 from "redlock4";
 import Redlock5, { ExecutionError } from "redlock5";
 import IORedis4 from "ioredis4";
 import IORedis5 from "ioredis";
-import { PROXY, MASTERS, QUORUM, addr } from "./stack.mjs";
-
-const opened = [];
-after(async () => {
-  for (const c of opened) c.disconnect();
-});
+import { PROXY, QUORUM, addr, masters, track } from "./stack.mjs";
 
 const clientOptions = {
   maxRetriesPerRequest: 1,
   enableOfflineQueue: true,
   retryStrategy: () => null,
 };
-
-// Direct connections to the masters, for checks only.
-const masters = MASTERS.map((m) => {
-  const c = new IORedis5({ ...addr(m), ...clientOptions });
-  opened.push(c);
-  return c;
-});
 
 // A description of a command that does not reproduce script text: the SHA1
 // and size of an EVAL body stand in for it.
@@ -68,7 +56,7 @@ function proxyClient(IORedis, trace) {
     }
     return r;
   };
-  opened.push(c);
+  track(c);
   return c;
 }
 

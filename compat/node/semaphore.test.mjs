@@ -8,39 +8,22 @@
 //
 // REDLOCK_PROXY is the proxy ("host:port"); REDLOCK_MASTERS the masters.
 
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import IORedis from "ioredis";
 import { Semaphore } from "redis-semaphore";
-import { PROXY, MASTERS, addr, eventually } from "./stack.mjs";
+import { PROXY, MASTERS, eventually, ioredis, masters } from "./stack.mjs";
 
 // The semaphore's quorum (engine.PermitQuorum).
 const quorum = (limit) => Math.floor((MASTERS.length * limit) / (limit + 1)) + 1;
-
-const options = { maxRetriesPerRequest: 1, retryStrategy: () => null };
-const opened = [];
-after(() => {
-  for (const c of opened) {
-    try {
-      c.disconnect();
-    } catch {}
-  }
-});
-function client(a) {
-  const c = new IORedis({ ...addr(a), ...options });
-  opened.push(c);
-  return c;
-}
-const masters = MASTERS.map(client);
 
 // A client of the proxy that records the scripts' EVALSHA failures: the
 // library sends EVALSHA first and falls back to EVAL on NOSCRIPT.
 const noscripts = [];
 function proxyClient() {
-  const c = client(PROXY);
+  const c = ioredis(PROXY);
   const evalsha = c.evalsha.bind(c);
   c.evalsha = async (...args) => {
     try {

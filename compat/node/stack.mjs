@@ -1,3 +1,6 @@
+import { after } from "node:test";
+import IORedis from "ioredis";
+
 // The stack every test file here runs against, from the Go harness
 // (compat/harness_test.go): REDLOCK_PROXY is the proxy ("host:port"),
 // REDLOCK_MASTERS the masters behind it (comma-separated), which the tests
@@ -28,4 +31,39 @@ export async function eventually(what, cond, ms = 2000) {
     if (Date.now() > deadline) throw new Error(`${what}: not true after ${ms} ms`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+// Options of every ioredis client of the tests: fail at once, no reconnecting.
+export const ioredisOptions = { maxRetriesPerRequest: 1, retryStrategy: () => null };
+
+// Clients closed when the file's tests are done.
+const opened = [];
+after(() => {
+  for (const c of opened) {
+    try {
+      if (c.destroy) c.destroy();
+      else c.disconnect();
+    } catch {}
+  }
+});
+
+// track closes clients (ioredis or node-redis) at the end of the file's tests.
+export function track(...clients) {
+  opened.push(...clients);
+}
+
+// ioredis returns a tracked ioredis client of a (host:port).
+export function ioredis(a) {
+  const c = new IORedis({ ...addr(a), ...ioredisOptions });
+  track(c);
+  return c;
+}
+
+// Direct connections to the masters, for checks only.
+export const masters = MASTERS.map(ioredis);
+
+// holders is how many masters hold value at key.
+export async function holders(key, value) {
+  const vals = await Promise.all(masters.map((m) => m.get(key)));
+  return vals.filter((v) => v === value).length;
 }
