@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ func readRESP(t *testing.T, r *bufio.Reader) string {
 	case '$', '=', '!':
 		if n >= 0 {
 			buf := make([]byte, n+2)
-			if _, err := ioReadFull(r, buf); err != nil {
+			if _, err := io.ReadFull(r, buf); err != nil {
 				t.Fatal(err)
 			}
 			out += string(buf)
@@ -39,18 +40,6 @@ func readRESP(t *testing.T, r *bufio.Reader) string {
 		}
 	}
 	return out
-}
-
-func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := r.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // A RESP3 connection through the proxy gets, command by command, the reply
