@@ -64,10 +64,10 @@ for i, k in ipairs(KEYS) do
 end
 return out`)
 
-// releaseEveryScript deletes every key in KEYS when all of them hold
-// ARGV[1]: 1; else 0 when a key holds another value, -1 when the keys that
-// do not hold it are absent.
-var releaseEveryScript = newScript(`
+// allHoldToken begins the scripts that act on every key in KEYS only when
+// all of them hold ARGV[1]: it returns 0 when a key holds another value,
+// -1 when the keys that do not hold it are absent.
+const allHoldToken = `
 local absent = false
 for _, k in ipairs(KEYS) do
   local v = redis.call('GET', k)
@@ -75,21 +75,16 @@ for _, k in ipairs(KEYS) do
   elseif v ~= ARGV[1] then return 0 end
 end
 if absent then return -1 end
-redis.call('DEL', unpack(KEYS))
+`
+
+// releaseEveryScript deletes every key in KEYS when all of them hold
+// ARGV[1]: 1; else 0 or -1 (allHoldToken).
+var releaseEveryScript = newScript(allHoldToken + `redis.call('DEL', unpack(KEYS))
 return 1`)
 
 // extendAllScript sets the TTL of every key in KEYS to ARGV[2] ms when all
-// of them hold ARGV[1]: 1; else 0 when a key holds another value, -1 when
-// the keys that do not hold it are absent.
-var extendAllScript = newScript(`
-local absent = false
-for _, k in ipairs(KEYS) do
-  local v = redis.call('GET', k)
-  if v == false then absent = true
-  elseif v ~= ARGV[1] then return 0 end
-end
-if absent then return -1 end
-for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+// of them hold ARGV[1]: 1; else 0 or -1 (allHoldToken).
+var extendAllScript = newScript(allHoldToken + `for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
 return 1`)
 
 // reacquireScript sets every key in KEYS to ARGV[1], with a TTL of ARGV[2]
