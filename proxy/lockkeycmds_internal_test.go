@@ -2,27 +2,13 @@ package proxy
 
 import (
 	"testing"
-
-	"github.com/rs/zerolog"
-
-	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
 // Plain passthrough asks every command whether it names a lock key: the
 // answer costs no allocation when it does not, whatever the command's
 // case, a subcommand's keys included.
 func TestLockKeyCheckDoesNotAllocate(t *testing.T) {
-	ms := redistest.StartN(t, 3)
-	cfg := DefaultConfig()
-	cfg.Proxy.Listen = "127.0.0.1:0"
-	cfg.Proxy.LockKeys = []string{"lock:*"}
-	cfg.Redlock.Masters = redistest.Addrs(ms)
-	cfg.Redlock.RestartGuard = false
-	s, err := New(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := serverOnMasters(t, func(c *Config) { c.Proxy.LockKeys = []string{"lock:*"} })
 	for _, c := range []struct {
 		args [][]byte
 		key  int // the index of a key

@@ -38,16 +38,7 @@ func FuzzParseAcquire(f *testing.F) {
 // reentrant grant of a token that another connection holds leaves that
 // connection's hold. (Giving back every hold freed the lock under it.)
 func TestUndoGrantGivesBackOneHold(t *testing.T) {
-	ms := redistest.StartN(t, 3)
-	cfg := DefaultConfig()
-	cfg.Proxy.Listen = "127.0.0.1:0"
-	cfg.Redlock.Masters = redistest.Addrs(ms)
-	cfg.Redlock.RestartGuard = false
-	s, err := New(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := serverOnMasters(t, nil)
 	ctx := context.Background()
 	held, err := s.rl.AcquireFenced(ctx, "k", "t", 10*time.Second, true) // another connection holds it
 	if err != nil {
@@ -62,4 +53,25 @@ func TestUndoGrantGivesBackOneHold(t *testing.T) {
 	if err != nil || info.Token == nil || *info.Token != "t" || info.Holds != 1 {
 		t.Fatalf("after the undo: %+v %v; want t still holding, 1 hold (held with fence %d)", info, err, held.Grant.Fence)
 	}
+}
+
+// serverOnMasters is a Server, not listening, in front of three new
+// masters, with mutate's changes to the default config; closed at the
+// test's end.
+func serverOnMasters(t *testing.T, mutate func(*Config)) *Server {
+	t.Helper()
+	ms := redistest.StartN(t, 3)
+	cfg := DefaultConfig()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Redlock.Masters = redistest.Addrs(ms)
+	cfg.Redlock.RestartGuard = false
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
