@@ -34,7 +34,7 @@ export async function eventually(what, cond, ms = 2000) {
 }
 
 // Options of every ioredis client of the tests: fail at once, no reconnecting.
-export const ioredisOptions = { maxRetriesPerRequest: 1, retryStrategy: () => null };
+const ioredisOptions = { maxRetriesPerRequest: 1, retryStrategy: () => null };
 
 // Clients closed when the file's tests are done.
 const opened = [];
