@@ -15,17 +15,20 @@ var binary string
 
 func TestMain(m *testing.M) { redistest.MainWithProxy(m, "../cmd/redlock-proxy", &binary) }
 
-// stack is three masters and the proxy binary in front of them.
+// stack is three masters, the application's Redis and the proxy binary in
+// front of them.
 type stack struct{ *redistest.ClientStack }
 
 func startStack(t *testing.T) stack { return stack{redistest.StartClientStack(t, binary)} }
 
-// env is what an external test program needs: the proxy's address and the
-// masters', to check that locks are held on a quorum.
+// env is what an external test program needs: the proxy's address, the
+// masters', to check that locks are held on a quorum, and the backend's
+// (the application's Redis), where what is not a lock lives.
 func (s stack) env() []string {
 	return append(os.Environ(),
 		"REDLOCK_PROXY="+s.Addr,
-		"REDLOCK_MASTERS="+strings.Join(redistest.Addrs(s.Masters), ","))
+		"REDLOCK_MASTERS="+strings.Join(redistest.Addrs(s.Masters), ","),
+		"REDLOCK_BACKEND="+s.Backend.Addr)
 }
 
 // need fails under CI (which must install it) or skips elsewhere when a

@@ -24,7 +24,7 @@ import { createClient } from "redis6";
 import { createLock as ruCreateLock, IoredisAdapter } from "redlock-universal";
 import { createClient as createClient4 } from "redis";
 import redisLock from "redis-lock";
-import { PROXY, MASTERS, QUORUM, eventually, holders, ioredis, masters, track } from "./stack.mjs";
+import { PROXY, BACKEND, MASTERS, QUORUM, eventually, holders, ioredis, masters, track } from "./stack.mjs";
 
 // Waits until no master holds value at any of keys.
 async function goneEverywhere(keys, value, what) {
@@ -101,7 +101,7 @@ test("simple-redis-mutex 3.0.0: lock on a quorum, a waiter woken by the release'
   track(r);
   await r.connect();
   // A subscriber straight on the backend counts the release messages.
-  const watcher = createClient({ url: `redis://${MASTERS[0]}`, RESP: 2 });
+  const watcher = createClient({ url: `redis://${BACKEND}`, RESP: 2 });
   watcher.on("error", () => {});
   track(watcher);
   await watcher.connect();

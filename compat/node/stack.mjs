@@ -4,12 +4,15 @@ import IORedis from "ioredis";
 // The stack every test file here runs against, from the Go harness
 // (compat/harness_test.go): REDLOCK_PROXY is the proxy ("host:port"),
 // REDLOCK_MASTERS the masters behind it (comma-separated), which the tests
-// read directly only to check where the locks really are.
+// read directly only to check where the locks really are, and
+// REDLOCK_BACKEND the application's Redis (the proxy's passthrough
+// backend), where pub/sub and what is not a lock live.
 
 export const PROXY = process.env.REDLOCK_PROXY;
 export const MASTERS = (process.env.REDLOCK_MASTERS || "").split(",").filter(Boolean);
-if (!PROXY || MASTERS.length === 0) {
-  throw new Error("REDLOCK_PROXY and REDLOCK_MASTERS must be set");
+export const BACKEND = process.env.REDLOCK_BACKEND;
+if (!PROXY || MASTERS.length === 0 || !BACKEND) {
+  throw new Error("REDLOCK_PROXY, REDLOCK_MASTERS and REDLOCK_BACKEND must be set");
 }
 // A majority of the masters: the quorum of a lock.
 export const QUORUM = Math.floor(MASTERS.length / 2) + 1;

@@ -116,7 +116,7 @@ def test_pubsub_in_resp3():
     p.subscribe("resp3:ch")
     m = p.get_message(timeout=5)
     assert m and m["type"] == "subscribe", m
-    publishers = [client("REDLOCK_PROXY"), redis.Redis(*_addr(os.environ["REDLOCK_MASTERS"].split(",")[0]), protocol=3)]
+    publishers = [client("REDLOCK_PROXY"), client("REDLOCK_BACKEND")]
     for i, pub in enumerate(publishers):
         assert pub.publish("resp3:ch", "m%d" % i) == 1
         m = p.get_message(timeout=5)

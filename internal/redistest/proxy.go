@@ -70,20 +70,23 @@ func StartProxy(t testing.TB, bin string, config func(listen string) string, opt
 // the client-library suites use it.
 type ClientStack struct {
 	Masters []*Server
-	Addr    string // the proxy's
+	Backend *Server // the application's Redis: proxy.backend
+	Addr    string  // the proxy's
 }
 
-// StartClientStack starts three masters and the proxy binary bin in front
-// of them: no restart guard (the masters are new), a 200 ms node timeout,
-// warnings and errors in the test's log.
+// StartClientStack starts three masters, a Redis of the application's own
+// (proxy.backend, as scripts/run.sh deploys it) and the proxy binary bin in
+// front of them: no restart guard (the masters are new), a 200 ms node
+// timeout, warnings and errors in the test's log.
 func StartClientStack(t testing.TB, bin string) *ClientStack {
 	t.Helper()
 	masters := StartN(t, 3)
+	backend := Start(t)
 	p := StartProxy(t, bin, func(listen string) string {
-		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
-			listen, Quote(Addrs(masters)))
+		return fmt.Sprintf("[proxy]\nlisten = %q\nbackend = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
+			listen, backend.Addr, Quote(Addrs(masters)))
 	}, WithProxyLog())
-	return &ClientStack{Masters: masters, Addr: p.Addr}
+	return &ClientStack{Masters: masters, Backend: backend, Addr: p.Addr}
 }
 
 // Values reads key on each master: its value ("" if absent) and PTTL in ms.
