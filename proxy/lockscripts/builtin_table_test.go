@@ -153,8 +153,9 @@ func (v specView) relevant() specView {
 	if v.Op != OpAcquire {
 		v.Reclaim = ""
 	}
-	if v.Op == OpNotALock {
-		// Never run: it passes through to the backend as it is.
+	if v.Op == OpNotALock || v.Op == OpTimeProbe {
+		// Never run with its arguments: it passes through to the backend
+		// as it is, or is answered by the proxy.
 		v.TokenArg, v.DBArg = 0, 0
 	}
 	// The replies each operation writes from its spec (the others answer
@@ -461,7 +462,7 @@ var oldBuiltinTable = map[string]*oldSpec{
 	"86a7d5a034ce28460ceeb2cc0d07b713d9863558": oldSymfonyExists,
 	// Symfony Lock RedisStore 5.2 and later asks once whether scripts may
 	// call TIME: SET symfony_check_support_time 1 PX 1.
-	"ae83ba9b54b4150309803e466914769c75170175": {name: "Symfony TIME probe", kind: OpNotALock},
+	"ae83ba9b54b4150309803e466914769c75170175": {name: "Symfony TIME probe", kind: OpTimeProbe},
 }
 
 var (

@@ -86,7 +86,7 @@ var opNames = []string{
 	"rw_acquire", "rw_extend", "rw_release", "rw_held",
 	"hash_acquire", "hash_release", "hash_extend", "hash_extend_batch", "hash_force_unlock",
 	"permit_acquire", "permit_refresh", "permit_release",
-	"not_a_lock",
+	"not_a_lock", "time_probe",
 }
 
 var (
@@ -118,6 +118,7 @@ var opRules = map[string]opRule{
 	"permit_release": {op: OpPermitRelease, token: true, replies: okNotOwned, strict: true},
 
 	"not_a_lock": {op: OpNotALock, strict: true},
+	"time_probe": {op: OpTimeProbe, strict: true},
 }
 
 // Spec checks the entry and returns its operation, named name in the
@@ -336,7 +337,7 @@ func (c Config) unread(_ *Spec, rule opRule) error {
 		"ttl_arg":   c.TTLArg != 0 && !rule.ttl,
 		"ttl_unit":  c.TTLUnit != "" && !rule.ttl,
 		"min_arg":   c.MinArg != 0,
-		"db_arg":    c.DBArg != 0 && rule.op == OpNotALock,
+		"db_arg":    c.DBArg != 0 && (rule.op == OpNotALock || rule.op == OpTimeProbe),
 		"ok":        c.OK != nil,
 		"not_owned": c.NotOwned != nil,
 		"absent":    c.Absent != nil,

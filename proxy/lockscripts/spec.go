@@ -30,9 +30,12 @@ const (
 	OpRWRelease // remove the token
 	OpRWHeld    // whether the token holds the key
 	// A library's own script that is not a lock operation: it runs on the
-	// backend as it is, even on a lock key (proxy.unknown_scripts does not
-	// refuse it).
+	// backend as it is (proxy.unknown_scripts does not refuse it), but on a
+	// lock key while the backend is a voting master.
 	OpNotALock
+	// Symfony Lock's probe of TIME in scripts: answers 1 once KEYS[1] is
+	// set to "1" for a millisecond (on every master for a lock key).
+	OpTimeProbe
 )
 
 // Redisson's RLock: the lock is a hash whose field, "<client id>:<thread
