@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -191,7 +192,7 @@ type schedule struct {
 	name           string
 	guardsOff      []string // REDLOCK_PROXY_UNSAFE_GUARDS_OFF
 	noRestartGuard bool
-	unknownScripts string
+	unknownScripts string // "passthrough": the guard backend-scripts off
 	faults         map[string]int
 	ops            map[string]int
 	longExtends    bool             // every SET NX is extended, beyond the guard window
@@ -251,15 +252,10 @@ func newWorld(t *testing.T, sch schedule, seed int64) *world {
 		w.addrs = append(w.addrs, r.Addr())
 	}
 	config := func(listen string) string {
-		unknown := sch.unknownScripts
-		if unknown == "" {
-			unknown = "refuse"
-		}
 		return fmt.Sprintf(`[proxy]
 listen = %q
 lease_ttl = %q
 lock_wait_poll = "100ms"
-unknown_scripts = %q
 [redlock]
 masters = [%s]
 node_timeout = "100ms"
@@ -271,11 +267,16 @@ clock_check = "200ms"
 [log]
 level = %q
 format = "json"
-`, listen, leaseTTL, unknown, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
+`, listen, leaseTTL, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
 	}
 	var env []string
-	if len(sch.guardsOff) > 0 {
-		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(sch.guardsOff, ","))
+	off := sch.guardsOff
+	if sch.unknownScripts == "passthrough" {
+		// Scripts the proxy does not know reach the voting backend.
+		off = append(slices.Clone(off), "backend-scripts")
+	}
+	if len(off) > 0 {
+		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(off, ","))
 	}
 	// A new deployment: the masters vote at once.
 	first := redistest.StartProxy(t, binary, config, redistest.WithEnv(env...))

@@ -44,9 +44,3 @@ func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	c.WriteError("ERR redlock-proxy: '" + what + "' would erase or reconfigure a voting master (the passthrough backend is one of redlock.masters); run it on the master itself if you mean it, or give the proxy a backend of its own (proxy.backend)")
 }
-
-// backendVotes reports whether the passthrough backend is one of the
-// masters.
-func (s *Server) backendVotes() bool {
-	return slices.Contains(s.cfg.Redlock.Masters, s.be.addr)
-}

@@ -25,11 +25,13 @@ type command struct {
 	getset bool
 	// backendKeys: the handler may pass the command through with its keys
 	// (HGET, HEXISTS, WATCH, blocking and sorted-set commands), as
-	// commands the proxy does not handle do (lockkeycmds.go).
+	// commands the proxy does not handle do (boundary.go).
 	backendKeys bool
 	// sorted: a sorted-set command (sortedSetCommands), which passes
 	// through as it is unless a key is a semaphore's permits.
 	sorted bool
+	// keys: the command names keys (lockCommands, or backendKeys).
+	keys bool
 }
 
 // commands is the proxy's command table, by lower-case name. Commands not in
@@ -62,6 +64,8 @@ func init() {
 
 		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
 		"acl": cmdAdmin, "module": cmdAdmin,
+
+		"scan": cmdKeyspace, "keys": cmdKeyspace, "randomkey": cmdKeyspace,
 	}
 	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
 	backendKeys := map[string]bool{"hget": true, "hexists": true, "watch": true}
@@ -76,7 +80,8 @@ func init() {
 	}
 	commands = make(map[string]*command, len(handlers))
 	for name, h := range handlers {
-		commands[name] = &command{name: name, h: h, backendKeys: backendKeys[name],
+		_, lock := lockCommands[name]
+		commands[name] = &command{name: name, h: h, backendKeys: backendKeys[name], keys: lock || backendKeys[name],
 			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists",
 			sorted: slices.Contains(sortedSetCommands, name)}
 	}
@@ -105,11 +110,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
-			msg := s.multiRefusal(name, cmd.Args)
-			if msg == "" {
-				msg = s.lockKeyRefusal(e, cmd.Args)
-			}
-			if msg != "" {
+			if msg := s.multiRefusal(name, cmd.Args); msg != "" {
 				st.dirty = true
 				c.WriteError(msg)
 				return
@@ -140,7 +141,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if ss != nil && ss.busy() {
 		ss.waitIdle() // anything else runs once the operations in flight are done
 	}
-	if msg := s.lockKeyRefusal(e, cmd.Args); msg != "" {
+	if msg := s.refusal(e, cmd.Args); msg != "" {
 		c.WriteError(msg)
 		return
 	}
@@ -160,10 +161,10 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 // plainPassthrough reports whether a command (e, its entry in the command
 // table) goes to the backend as it is, with no state of the proxy's: a
 // command the proxy does not handle, or GET and SET of a key that is not a
-// lock key.
+// lock key, which the boundary lets through (boundary.go).
 func (s *Server) plainPassthrough(e *command, args [][]byte) bool {
 	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) ||
-		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && !s.namesLockKey(e, args)
+		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(e, args) == ""
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.
@@ -276,10 +277,15 @@ var lockCommands = map[string]struct{}{
 }
 
 // multiRefusal is the error for a command that cannot be queued in MULTI
-// ("" for one that can): lock commands, and those that would change what
-// the client's backend connection is for.
+// ("" for one that can): lock commands, those that would change what the
+// client's backend connection is for, scripts on a voting backend, and
+// what the boundary refuses anywhere (boundary.go).
 func (s *Server) multiRefusal(name string, args [][]byte) string {
 	switch {
+	case s.bnd.voting && s.bnd.backendScripts && isScriptCommand(name):
+		return "ERR redlock-proxy: scripts cannot be queued in MULTI while the backend is a voting master; the transaction will be aborted"
+	case s.bnd.voting && s.bnd.reserved && (name == "scan" || name == "keys" || name == "randomkey"):
+		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI while the backend is a voting master (its reply would name the proxy's records); the transaction will be aborted"
 	case name == "subscribe" || name == "psubscribe" || name == "ssubscribe":
 		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI through the proxy; the transaction will be aborted"
 	case name == "client" && len(args) > 1 && strings.EqualFold(string(args[1]), "tracking"):
@@ -287,7 +293,16 @@ func (s *Server) multiRefusal(name string, args [][]byte) string {
 	case s.touchesLockKey(name, args):
 		return "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
 	}
-	return ""
+	return s.refusal(lookup(args[0]), args)
+}
+
+// isScriptCommand reports whether a command runs a script or a function.
+func isScriptCommand(name string) bool {
+	switch name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		return true
+	}
+	return false
 }
 
 // touchesLockKey reports whether a command would run on the quorum (or is

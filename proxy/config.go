@@ -85,15 +85,23 @@ type MetricsConfig struct {
 type ScriptConfig = lockscripts.Config
 
 // refusesLockKeyCommands reports whether commands the quorum does not serve
-// are refused on lock keys (LockKeyCommands, and its default).
-func (c ProxyConfig) refusesLockKeyCommands() bool {
-	switch c.LockKeyCommands {
+// are refused on lock keys (proxy.lock_key_commands, and its default):
+// always while the backend is a voting master; with a backend of its own,
+// unless every key is a lock key (the application's data among them).
+func (c *Config) refusesLockKeyCommands() bool {
+	switch c.Proxy.LockKeyCommands {
 	case "refuse":
 		return true
 	case "backend":
 		return false
 	}
-	return !slices.Contains(c.LockKeys, "*")
+	return c.backendVotes() || !slices.Contains(c.Proxy.LockKeys, "*")
+}
+
+// backendVotes reports whether the passthrough backend is one of the
+// masters: proxy.backend empty (the first master) or one of them.
+func (c *Config) backendVotes() bool {
+	return slices.Contains(c.Redlock.Masters, c.backendAddr())
 }
 
 // ProxyConfig is the client-facing side.
@@ -296,6 +304,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("proxy.unknown_scripts: %q is not refuse or passthrough", c.Proxy.UnknownScripts)
 	case c.Proxy.LockKeyCommands != "" && c.Proxy.LockKeyCommands != "refuse" && c.Proxy.LockKeyCommands != "backend":
 		return fmt.Errorf("proxy.lock_key_commands: %q is not refuse or backend", c.Proxy.LockKeyCommands)
+	case c.Proxy.UnknownScripts == "passthrough" && c.backendVotes():
+		return errors.New("proxy.unknown_scripts: \"passthrough\" would run scripts the proxy does not know on a voting master (proxy.backend is empty or one of redlock.masters), where they can change locks on that master alone; give the proxy a backend of its own (proxy.backend)")
+	case c.Proxy.LockKeyCommands == "backend" && c.backendVotes():
+		return errors.New("proxy.lock_key_commands: \"backend\" would run commands on lock keys on a voting master (proxy.backend is empty or one of redlock.masters), where they read or change that master's copy of a lock alone; give the proxy a backend of its own (proxy.backend)")
 	}
 	if c.Metrics.Listen != "" {
 		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {
@@ -350,7 +362,7 @@ func (c *Config) settingsSummary() string {
 		guard = c.Redlock.GuardWindow.String()
 	}
 	lkc := "backend"
-	if c.Proxy.refusesLockKeyCommands() {
+	if c.refusesLockKeyCommands() {
 		lkc = "refuse"
 	}
 	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s drift_factor=%v unknown_scripts=%s lock_key_commands=%s",

@@ -40,9 +40,10 @@
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
 //     and RESP3), mux.go (the shared connection plain commands travel on),
 //     pubsub.go (a subscribed client's connection and its relay),
-//     tracking.go (client-side caching), lockkeycmds.go (commands that name
-//     a lock key but are not the quorum's: refused or passed through,
-//     proxy.lock_key_commands).
+//     tracking.go (client-side caching).
+//   - The boundary between lock state and everything else: boundary.go
+//     (what may reach the backend, the proxy's reserved records, scripts
+//     the proxy does not know), keyspecs.go (where a command's keys are).
 //   - Admin surfaces: package admin (metrics, health, status page), given
 //     an admin.Source; server.go serves its handler.
 //

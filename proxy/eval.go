@@ -80,15 +80,26 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
 	case (spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock) && src == "":
 		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil && lock > 0 && s.cfg.Proxy.UnknownScripts == "refuse":
-		if msg := redissonUnsupported(keys, src); msg != "" {
+	case spec == nil:
+		msg := s.scriptRefusal(keys)
+		if r := redissonUnsupported(keys, src); msg != "" && r != "" && lock > 0 {
+			msg = r
+		}
+		if msg != "" {
 			c.WriteError(msg)
 			return
 		}
-		c.WriteError(unknownScriptOnLockKey)
-	case spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock:
-		fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
-		s.forward(c, st, fwd, false)
+		s.forwardScript(c, st, src, args)
+	case spec.Op == lockscripts.OpTimeProbe:
+		s.timeProbe(c, st, keys, src, args)
+	case spec.Op == lockscripts.OpNotALock && lock > 0 && s.bnd.voting && s.bnd.backendScripts:
+		// What the script writes is its own affair: not on a voter's lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script is not a lock script, and its keys include a lock key (proxy.lock_keys): on the backend, a voting master, it would act on that master's copy of the lock alone. Give the proxy a backend of its own (proxy.backend)")
+	case lock == 0 || spec.Op == lockscripts.OpNotALock:
+		// A library's script on keys that are not lock keys writes only
+		// the keys it declares (recognition is by its tokens, so it is the
+		// library's code): it runs on the backend.
+		s.forwardScript(c, st, src, args)
 	case lock < len(keys):
 		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
 	case len(keys) > 1:
@@ -98,25 +109,42 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-// unknownScriptOnLockKey refuses a script the proxy does not recognise
-// whose keys include a lock key: on the backend it would change one
-// master's copy of the lock (an unlock there answers "released" while the
-// lock stays on the others).
-const unknownScriptOnLockKey = "ERR redlock-proxy: this script is not a lock script the proxy knows, and its keys include a lock key (proxy.lock_keys): on one master it would change that master's copy alone. Declare it in [[scripts]] to run it on the quorum, or set proxy.unknown_scripts = \"passthrough\""
+// forwardScript runs a script on the backend by its text (the client may
+// have sent EVALSHA of a digest the backend has not seen).
+func (s *Server) forwardScript(c redcon.Conn, st *client, src string, args [][]byte) {
+	fwd := append([][]byte{[]byte("EVAL"), []byte(src)}, args[2:]...)
+	s.forward(c, st, fwd, false)
+}
+
+// timeProbe answers Symfony Lock's probe of TIME in scripts as the script
+// does: 1, once KEYS[1] is set to "1" for a millisecond. A lock key is set
+// on every master (as SET of a lock key is), not on the backend alone.
+func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string, args [][]byte) {
+	switch {
+	case len(keys) == 0:
+		c.WriteError("ERR redlock-proxy: the 'Symfony TIME probe' script takes a key")
+	case !s.isLockKey(keys[0]):
+		s.forwardScript(c, st, src, args)
+	default:
+		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}); ok {
+			c.WriteInt(1)
+		}
+	}
+}
 
 // cmdOtherScript serves EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO: scripts
-// and functions the proxy does not recognise, passed through unless their
-// keys include a lock key.
+// and functions the proxy does not recognise, passed through where the
+// boundary lets them (scriptRefusal).
 func cmdOtherScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) >= 3 && s.cfg.Proxy.UnknownScripts == "refuse" {
+	var keys [][]byte
+	if len(args) >= 3 {
 		if n, err := parseInt(args[2]); err == nil && n > 0 && n <= int64(len(args)-3) {
-			for _, k := range args[3 : 3+n] {
-				if s.isLockKey(k) {
-					c.WriteError(unknownScriptOnLockKey)
-					return
-				}
-			}
+			keys = args[3 : 3+n]
 		}
+	}
+	if msg := s.scriptRefusal(keys); msg != "" {
+		c.WriteError(msg)
+		return
 	}
 	s.forward(c, st, args, false)
 }

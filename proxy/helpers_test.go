@@ -58,6 +58,10 @@ func (e *env) startProxy(cfg proxy.Config) {
 	t.Cleanup(func() { _ = e.c.Close() })
 }
 
+// ownBackend starts a Redis of the application's own and returns its
+// address, for proxy.backend: the passthrough backend is then not a master.
+func ownBackend(t *testing.T) string { return redistest.Start(t).Addr }
+
 // client returns a go-redis client of the proxy, as an application has.
 func (e *env) client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})

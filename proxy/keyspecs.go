@@ -10,22 +10,10 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
-// Commands that name a lock key but are not served by the quorum
-// (proxy.lock_key_commands).
-//
-// Of a lock key, the quorum serves the commands of lockCommands and
-// Redisson's HGET and HEXISTS of a holder's field (hashcmds.go). Any other
-// command that names one (INCR, APPEND, RENAME, HSET, ZADD, WATCH, a
-// blocking pop, MSET of several keys…) would read or change the backend's
-// copy of the key alone: one master, whose copy the others then do not
-// share. With lock_key_commands = "refuse" (the default unless
-// proxy.lock_keys holds "*") such a command is refused before it reaches
-// the backend; in MULTI, the transaction is then aborted, as Redis aborts
-// one with a command it refused when queued.
-//
-// A command's keys are where the backend's COMMAND reply says they are
-// (first, last and step; a container command's subcommands by their own
-// entries), read once. For the commands whose keys move with their
+// Where a command's keys are, for the boundary (boundary.go) and the
+// permissions of client users: where the backend's COMMAND reply says they
+// are (first, last and step; a container command's subcommands by their
+// own entries), read once. For the commands whose keys move with their
 // arguments (SORT … STORE, ZUNIONSTORE, XREAD, LMPOP…), the backend names
 // them: COMMAND GETKEYS. Pub/sub commands name channels, not keys.
 
@@ -41,76 +29,6 @@ type keySpec struct {
 type keyTable struct {
 	specs atomic.Pointer[map[string]keySpec]
 	mu    sync.Mutex // loads one at a time
-}
-
-// lockKeyRefusal is the error for a command (e: its entry in the command
-// table, or nil) that names a lock key the quorum does not serve it for,
-// or "" when it names none, is served by the quorum, or such commands go
-// to the backend (proxy.lock_key_commands). It allocates only to refuse:
-// plain passthrough asks it of every command.
-func (s *Server) lockKeyRefusal(e *command, args [][]byte) string {
-	if !s.refuseLockKeyCmds || len(args) < 2 || e != nil && !e.backendKeys {
-		return "" // the proxy's own commands, and those of the quorum
-	}
-	if e != nil && (e.name == "hget" || e.name == "hexists") && len(args) == 3 && redissonHolder.Match(args[2]) {
-		return "" // hashcmds.go
-	}
-	if e != nil && e.sorted && s.permitKeyOf(e.name, args) != nil {
-		return "" // a semaphore's permits: semaphore.go serves or refuses it
-	}
-	key, err := s.lockKeyIn(args)
-	switch {
-	case errors.Is(err, errBackendUnreachable):
-		return "ERR redlock-proxy: passthrough backend unreachable" // as forward answers
-	case err != nil:
-		s.log.Warn().Err(err).Msg("the keys of a command are not known")
-		return fmt.Sprintf("ERR redlock-proxy: the keys of '%s' are not known (the backend's COMMAND failed), and it may name a lock key (proxy.lock_key_commands = \"refuse\")", nameOf(e, args[0]))
-	case key != nil:
-		return fmt.Sprintf("ERR redlock-proxy: '%s' of lock key '%s' is not served by the quorum: on the backend it would read or change one master's copy alone. Give locks keys of their own (proxy.lock_keys), or set proxy.lock_key_commands = \"backend\"", nameOf(e, args[0]), key)
-	}
-	return ""
-}
-
-// namesLockKey reports whether a command the quorum does not serve would
-// be refused for naming a lock key (see lockKeyRefusal).
-func (s *Server) namesLockKey(e *command, args [][]byte) bool {
-	return s.refuseLockKeyCmds && s.lockKeyRefusal(e, args) != ""
-}
-
-// lockKeyIn returns the first lock key a command names, or nil.
-func (s *Server) lockKeyIn(args [][]byte) ([]byte, error) {
-	specs, err := s.keyTab.load(s)
-	if err != nil {
-		return nil, err
-	}
-	sp, ok := specOf(specs, args[0], nil)
-	if ok && sp.subs && len(args) > 1 {
-		sp, ok = specOf(specs, args[0], args[1])
-	}
-	switch {
-	case !ok:
-		return nil, nil // unknown to the backend: it answers the error itself
-	case sp.movable:
-		keys, err := s.movableKeys(args)
-		for _, k := range keys {
-			if s.isLockKey(k) {
-				return k, nil
-			}
-		}
-		return nil, err
-	case sp.first <= 0 || sp.first >= len(args):
-		return nil, nil
-	}
-	last := sp.last
-	if last < 0 {
-		last += len(args)
-	}
-	for i := sp.first; i <= min(last, len(args)-1); i += max(sp.step, 1) {
-		if s.isLockKey(args[i]) {
-			return args[i], nil
-		}
-	}
-	return nil, nil
 }
 
 // specOf looks up the spec of command name, or of its subcommand sub when

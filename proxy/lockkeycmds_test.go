@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
@@ -90,13 +91,13 @@ func TestLockKeyCommandsRefused(t *testing.T) {
 	mustEqual(t, "pipelined INCR of another key", incrOther.Val(), int64(2))
 }
 
-// The control: with proxy.lock_key_commands = "backend", the same command
+// The control: with the guard backend-lock-keys off, the same command
 // changes the backend's copy of the lock alone, and the masters disagree
 // about it: what the refusal prevents.
 func TestLockKeyCommandsBackendChangesOneCopy(t *testing.T) {
 	e := newEnv(t, 3, func(c *proxy.Config) {
 		c.Proxy.LockKeys = []string{"lock:*"}
-		c.Proxy.LockKeyCommands = "backend"
+		c.GuardsOff = []string{"backend-lock-keys"}
 	})
 	lk := "lock:" + e.key("a")
 	mustEqual(t, "SET NX", must(e.do("SET", lk, "t", "NX", "PX", 10000)), any("OK"))
@@ -104,19 +105,39 @@ func TestLockKeyCommandsBackendChangesOneCopy(t *testing.T) {
 	mustEqual(t, "one master's copy changed", strings.Join(e.onMasters(lk), "|"), "tx|t|t")
 }
 
-// With every key a lock key (proxy.lock_keys = ["*"], the default), the
-// default is the backend: an application's other data passes through.
+// With every key a lock key (proxy.lock_keys = ["*"], the default) and a
+// backend of its own, the default is the backend: an application's other
+// data passes through there, and never reaches a master. With the backend
+// a voting master, the same commands are refused, whatever
+// lock_key_commands says ("backend" is a configuration error then).
 func TestLockKeyCommandsDefaultWithEveryKey(t *testing.T) {
-	e := newEnv(t, 3, nil)
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
 	k := e.key("n")
 	mustEqual(t, "INCR", must(e.do("INCR", k)), any(int64(1)))
 	mustEqual(t, "HSET", must(e.do("HSET", k+"h", "f", "v")), any(int64(1)))
+	mustEqual(t, "no master holds them", strings.Join(e.onMasters(k), "|"), "||")
 
-	e2 := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeyCommands = "refuse" })
+	e2 := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr; c.Proxy.LockKeyCommands = "refuse" })
 	if _, err := e2.do("INCR", k); err == nil || !strings.Contains(err.Error(), notServed) {
 		t.Fatalf("INCR with lock_key_commands = \"refuse\" and every key a lock key: %v", err)
 	}
 	mustEqual(t, "PING", must(e2.do("PING")), any("PONG"))
+
+	voting := newEnv(t, 3, nil)
+	if _, err := voting.do("INCR", k); err == nil || !strings.Contains(err.Error(), "a voting master") {
+		t.Fatalf("INCR with every key a lock key and the first master as backend: %v", err)
+	}
+	cfg := proxy.DefaultConfig()
+	cfg.Redlock.Masters = []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	cfg.Proxy.LockKeyCommands = "backend"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.lock_key_commands") {
+		t.Fatalf("lock_key_commands = \"backend\" with a voting backend: %v", err)
+	}
+	cfg.Proxy.LockKeyCommands, cfg.Proxy.UnknownScripts = "", "passthrough"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.unknown_scripts") {
+		t.Fatalf("unknown_scripts = \"passthrough\" with a voting backend: %v", err)
+	}
 }
 
 // A semaphore's key among lock keys of their own: its ZREM is the quorum's

@@ -26,7 +26,8 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 func TestMetricsAndHealth(t *testing.T) {
-	e := newEnv(t, 3, func(c *proxy.Config) { c.Metrics.Listen = "127.0.0.1:0" })
+	own := ownBackend(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Metrics.Listen, c.Proxy.Backend = "127.0.0.1:0", own })
 	base := "http://" + e.srv.MetricsAddr().String()
 	key := e.key("k")
 	must(e.do("SET", key, "t", "NX", "PX", 10000))

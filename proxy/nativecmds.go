@@ -92,8 +92,8 @@ func wrongArgsMsg(name string) string {
 // if not.
 func (s *Server) nativeKey(c redcon.Conn, key []byte) bool {
 	switch {
-	case strings.HasPrefix(string(key), engine.FenceStatePrefix):
-		c.WriteError("ERR redlock-proxy: keys beginning with '" + engine.FenceStatePrefix + "' are reserved for the proxy's lock state")
+	case isReserved(key):
+		c.WriteError(errReserved)
 	case !s.isLockKey(key):
 		c.WriteError("ERR redlock-proxy: '" + echo(key) + "' is not a lock key (proxy.lock_keys)")
 	default:

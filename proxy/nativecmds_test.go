@@ -199,7 +199,7 @@ func TestLockCmdArgErrors(t *testing.T) {
 		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "NX"}, "ERR syntax error"},
 		{[]any{"LOCK.ACQUIRE", "lock:a", "1000", "REENTRANT"}, "ERR redlock-proxy: REENTRANT needs TOKEN (the holder's own token)"},
 		{[]any{"LOCK.ACQUIRE", "other", "1000"}, "ERR redlock-proxy: 'other' is not a lock key (proxy.lock_keys)"},
-		{[]any{"LOCK.ACQUIRE", "redlock-proxy:fence:lock:a", "1000"}, "ERR redlock-proxy: keys beginning with 'redlock-proxy:' are reserved for the proxy's lock state"},
+		{[]any{"LOCK.ACQUIRE", "redlock-proxy:fence:lock:a", "1000"}, "ERR redlock-proxy: keys beginning with 'redlock-proxy:' are reserved for the proxy's own records"},
 		{[]any{"LOCK.RELEASE", "lock:a"}, "ERR wrong number of arguments for 'lock.release' command"},
 		{[]any{"LOCK.RELEASE", "other", "t"}, "ERR redlock-proxy: 'other' is not a lock key (proxy.lock_keys)"},
 		{[]any{"LOCK.EXTEND", "lock:a", "t"}, "ERR wrong number of arguments for 'lock.extend' command"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
 // readRESP reads one whole reply (RESP2 or RESP3) from r, as raw bytes.
@@ -48,7 +49,8 @@ func readRESP(t *testing.T, r *bufio.Reader) string {
 // commands the proxy answers itself and from passthrough; HELLO 2 goes back
 // to RESP2 byte for byte.
 func TestRESP3LikeRedis(t *testing.T) {
-	e := newEnv(t, 3, nil)
+	own := ownBackend(t) // the application's data beside the locks
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = own })
 	plain := startPlain(t)
 	k := e.key("lock")
 	unlock := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 )
@@ -134,16 +135,20 @@ func TestReleaseOnMinorityAnswersZero(t *testing.T) {
 }
 
 // A script the proxy does not recognise, on keys that are not lock keys,
-// passes through to the backend.
+// passes through to a backend of the proxy's own.
 func TestUnrecognisedScriptPassesThrough(t *testing.T) {
-	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys, c.Proxy.Backend = []string{"lock:*"}, be.Addr })
 	v, err := e.do("EVAL", "return redis.call('incrby', KEYS[1], ARGV[1])", 1, e.key("n"), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustEqual(t, "script result", v, any(int64(5)))
 	vals := e.onMasters(e.key("n"))
-	mustEqual(t, "ran on the backend only", vals[0]+"|"+vals[1]+"|"+vals[2], "5||")
+	mustEqual(t, "ran on the backend only", vals[0]+"|"+vals[1]+"|"+vals[2], "||")
+	bc := be.Client()
+	defer bc.Close()
+	mustEqual(t, "on the backend", bc.Get(context.Background(), e.key("n")).Val(), "5")
 	_, err = e.do("EVAL", "return 1", "x")
 	mustEqual(t, "bad numkeys", err.Error(), "ERR value is not an integer or out of range")
 	_, err = e.do("EVAL", "return 1", 3, "a")
@@ -205,9 +210,9 @@ func TestKnownLibraryScriptBySHAWithoutLoad(t *testing.T) {
 }
 
 // An operator's own unlock script, taught through [[scripts]], runs on the
-// quorum; untaught, it is refused (with proxy.unknown_scripts =
-// "passthrough", the same script runs on the backend alone and leaves the
-// lock on the other masters).
+// quorum; untaught, it is refused (with the guard backend-scripts off, the
+// same script runs on the voting backend alone and leaves the lock on the
+// other masters).
 func TestCustomScriptFromConfig(t *testing.T) {
 	const mine = `local v = redis.call('get', KEYS[1]) if v == ARGV[2] then return redis.call('del', KEYS[1]) end return -7`
 	for _, taught := range []bool{true, false} {
@@ -216,7 +221,7 @@ func TestCustomScriptFromConfig(t *testing.T) {
 				if taught {
 					c.Scripts = []proxy.ScriptConfig{{File: "mine.lua", Source: mine, Op: "release", TokenArg: 2, OK: int64(1), NotOwned: int64(-7)}}
 				} else {
-					c.Proxy.UnknownScripts = "passthrough"
+					c.GuardsOff = []string{"backend-scripts"}
 				}
 			})
 			key := e.key("k")

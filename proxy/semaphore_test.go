@@ -245,7 +245,8 @@ func TestSemaphoreRefusedLeavesNothing(t *testing.T) {
 // master, the contender admitted after it; other sorted-set commands on
 // the semaphore are refused, EXISTS, PTTL and DEL answer for it whole.
 func TestSemaphoreCycle(t *testing.T) {
-	e := newEnv(t, 3, nil)
+	own := ownBackend(t) // the sorted sets that are not semaphores
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = own })
 	ctx := context.Background()
 	key := e.semKey("s")
 	mustEqual(t, "A", must(e.semAcq(key, "A", 2, 10000)), any(int64(1)))

@@ -68,10 +68,10 @@ type Server struct {
 	auth         atomic.Pointer[clientAuth]
 	noLeaseRetry bool   // tests only: a lease's release on close is tried once
 	settings     string // what the proxies in front of the same masters must agree on (settingsSummary)
-	// Commands the quorum does not serve are refused on lock keys
-	// (proxy.lock_key_commands; lockkeycmds.go).
-	refuseLockKeyCmds bool
-	keyTab            keyTable
+	// What may reach the backend (boundary.go), and where commands' keys
+	// are (keyspecs.go).
+	bnd    boundary
+	keyTab keyTable
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -118,7 +118,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.mux3 = &muxPool{be: s.be3, timeout: s.passthroughTimeout}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
-	s.refuseLockKeyCmds = cfg.Proxy.refusesLockKeyCommands()
+	s.bnd = newBoundary(cfg)
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
 	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
@@ -170,6 +170,7 @@ func (s *Server) Serve() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Redlock.NodeTimeout.Duration*5)
 	up := s.rl.Probe(ctx)
 	cancel()
+	s.checkBackendIdentity()
 	s.log.Info().Str("listen", ln.Addr().String()).Int("masters", s.rl.Masters()).Int("reachable", up).
 		Int("quorum", s.rl.Quorum()).Str("backend", s.be.addr).Msg("redlock-proxy serving")
 	if up < s.rl.Quorum() {

@@ -5,13 +5,16 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
 // Close lets a client finish the command it sent (a BLOPOP waiting 1 s on
 // the backend gets its reply), ends idle clients at once and accepts no one
 // new.
 func TestCloseFinishesCommandsInFlight(t *testing.T) {
-	e := newEnv(t, 3, nil)
+	own := ownBackend(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = own })
 	busy, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func (s *Server) ownConnCommand(st *client, name string, args [][]byte) bool {
 		st.multi, st.dirty = false, false
 		return true
 	case "watch", "unwatch":
-		return true
+		return s.refusal(lookup(args[0]), args) == ""
 	case "client":
 		if len(args) > 1 {
 			switch strings.ToLower(string(args[1])) {

@@ -98,9 +98,10 @@ listen = "127.0.0.1:%d"
 	if n, err := c.Eval(ctx, unlockScript, []string{"cred:lock"}, "tok").Int(); n != 1 || err != nil {
 		t.Fatalf("release: %v %v", n, err)
 	}
-	// Passthrough goes to the first master, with redlock.password.
-	if n, err := c.Incr(ctx, "cred:counter").Result(); n != 1 || err != nil {
-		t.Fatalf("passthrough INCR: %v %v", n, err)
+	// Passthrough goes to the first master, with redlock.password (DBSIZE:
+	// a command that names no key, which a voting backend runs).
+	if err := c.DBSize(ctx).Err(); err != nil {
+		t.Fatalf("passthrough DBSIZE: %v", err)
 	}
 }
 
@@ -263,8 +264,8 @@ format = "json"
 		time.Sleep(20 * time.Millisecond)
 		return ms[0].holds(t, key, "tok") && ms[2].holds(t, key, "tok")
 	})
-	if n, err := c2.Incr(ctx, "rot:counter").Result(); n != 1 || err != nil {
-		t.Fatalf("passthrough after the backend's password changed: %v %v", n, err)
+	if err := c2.DBSize(ctx).Err(); err != nil {
+		t.Fatalf("passthrough after the backend's password changed: %v", err)
 	}
 }
 

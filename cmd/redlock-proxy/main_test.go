@@ -134,9 +134,10 @@ func TestRedisCLISession(t *testing.T) {
 		t.Skip("redis-cli not installed")
 	}
 	masters := redistest.StartN(t, 3)
+	backend := redistest.Start(t) // the application's Redis, as scripts/run.sh starts it
 	port := redistest.FreePort(t)
-	cfg := writeConfig(t, fmt.Sprintf("[proxy]\nlisten = \"127.0.0.1:%d\"\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\n",
-		port, strings.Join(redistest.Addrs(masters), `", "`)))
+	cfg := writeConfig(t, fmt.Sprintf("[proxy]\nlisten = \"127.0.0.1:%d\"\nbackend = %q\n[redlock]\nmasters = [\"%s\"]\nrestart_guard = false\n",
+		port, backend.Addr, strings.Join(redistest.Addrs(masters), `", "`)))
 	cmd := exec.Command(binary, "-config", cfg)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
