@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts three local Redis masters (7001-7003) and redlock-proxy on
-# 127.0.0.1:6380 in front of them, with config.toml, and its status page and
-# metrics on http://127.0.0.1:9380/. Ctrl-C stops all four.
+# Starts three local Redis masters (7001-7003), the application's own Redis
+# (7000: the proxy's passthrough backend, where everything that is not a
+# lock lives) and redlock-proxy on 127.0.0.1:6380 in front of them, with
+# config.toml, and its status page and metrics on http://127.0.0.1:9380/.
+# Ctrl-C stops all five.
 #
 # The masters persist every write (appendonly yes, appendfsync always), so a
 # restarted master remembers its locks, and the proxy, which checks that it
@@ -30,13 +32,16 @@ for port in 7001 7002 7003; do
     --appendonly yes --appendfsync always --logfile "$data/$port/redis.log" &
   pids+=($!)
 done
-for port in 7001 7002 7003; do
+mkdir -p "$data/7000"
+redis-server --port 7000 --bind 127.0.0.1 --dir "$data/7000" --save "" --logfile "$data/7000/redis.log" &
+pids+=($!)
+for port in 7000 7001 7002 7003; do
   until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 done
 if [ "$fresh" = 3 ]; then
   bin/redlock-proxy -config config.toml -init-masters
 fi
-echo "masters up on 7001 7002 7003; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000); status page on http://127.0.0.1:9380/"
-bin/redlock-proxy -config config.toml -metrics-listen 127.0.0.1:9380 &
+echo "masters up on 7001 7002 7003, the application's Redis on 7000; proxy on 127.0.0.1:6380 (try: redis-cli -p 6380 set mylock token NX PX 10000); status page on http://127.0.0.1:9380/"
+bin/redlock-proxy -config config.toml -backend 127.0.0.1:7000 -metrics-listen 127.0.0.1:9380 &
 pids+=($!)
 wait "${pids[@]}"
