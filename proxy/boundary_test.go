@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,39 @@ func TestMultiKeyWritesOfLockKeysRefusedOnVotingBackend(t *testing.T) {
 	if v, _ := e.do("SET", key, "B", "NX", "PX", 10000); v == "OK" {
 		t.Fatal("a second client was granted the lock")
 	}
+}
+
+// A RESP3 client with a backend connection of its own (tracking, or
+// subscribed) is held to the boundary as every client is: on a voting
+// backend its commands on lock keys, scripts, WATCH of a lock key, and
+// what it queues in MULTI are refused before they reach the master, and
+// its replies keep their order.
+func TestBoundaryOnTrackingConnection(t *testing.T) {
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send := func(cmds ...string) string {
+		t.Helper()
+		if _, err := c.Write(resp(cmds...)); err != nil {
+			t.Fatal(err)
+		}
+		return string(quietRead(t, c, 200*time.Millisecond))
+	}
+	send("HELLO 3")
+	mustEqual(t, "tracking on", send("CLIENT TRACKING ON"), "+OK\r\n")
+	mustEqual(t, "SET NX", send("SET lock:b t1 NX PX 10000"), "+OK\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$6\r\nlock:b\r\n")
+	for _, cmd := range []string{"INCR lock:b", "APPEND lock:b x", "WATCH lock:b", "DEL redlock-proxy:dataset", "EVAL return 1 0"} {
+		if got := send(cmd); !strings.HasPrefix(got, "-ERR redlock-proxy:") {
+			t.Errorf("%s on a tracking connection: %q, want refused", cmd, got)
+		}
+	}
+	got := send("MULTI", "SET trk:m 1", "APPEND lock:b x", "EXEC")
+	if !strings.HasPrefix(got, "+OK\r\n+QUEUED\r\n-ERR redlock-proxy:") || !strings.HasSuffix(got, "-EXECABORT Transaction discarded because of previous errors.\r\n") {
+		t.Errorf("MULTI with a lock key's APPEND: %q", got)
+	}
+	mustEqual(t, "a plain key on the connection", send("INCR trk:n"), ":1\r\n")
+	mustEqual(t, "the lock on every master, untouched", strings.Join(e.onMasters("lock:b"), "|"), "t1|t1|t1")
 }
