@@ -54,9 +54,9 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		fmt.Fprintf(&b, "masters:%d\r\nquorum:%d\r\nmasters_up:%d\r\nmasters_guarded:%d\r\nrestart_guard_window_ms:%d\r\n",
 			len(ms), s.rl.Quorum(), up, guarded, s.guardWindow().Milliseconds())
 		others := s.rl.OtherSettings()
-		fmt.Fprintf(&b, "settings:%s\r\nother_settings:%d\r\n", s.settings, len(others))
+		fmt.Fprintf(&b, "settings:%s\r\nother_settings:%d\r\n", infoSettings(s.settings), len(others))
 		for i, o := range others {
-			fmt.Fprintf(&b, "other_settings%d:%s\r\n", i, o)
+			fmt.Fprintf(&b, "other_settings%d:%s\r\n", i, infoSettings(o))
 		}
 		t := s.m.Totals()
 		fmt.Fprintf(&b, "acquires:%d\r\nacquires_granted:%d\r\nacquires_held_elsewhere:%d\r\nacquires_no_quorum:%d\r\nacquires_not_granted_other:%d\r\nreleases:%d\r\nextends:%d\r\npassthrough_commands:%d\r\npipelined_lock_operations:%d\r\n",
@@ -71,6 +71,25 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
+}
+
+// infoSettings writes a settings summary ("masters=a,b,c quorum=2 …") as
+// an INFO value in the form Redis gives its own composite fields
+// ("k=v,k=v", as in db0:keys=1,expires=0): the clients' INFO parsers
+// (redis-py's parse_info among them) read a value holding both "," and "="
+// as such pairs, and fail on any other. A list inside a value is joined
+// with "|"; a field that is not "k=v" is named "_" (a summary written by
+// another version).
+func infoSettings(summary string) string {
+	fields := strings.Fields(summary)
+	for i, f := range fields {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			k, v = "_", f
+		}
+		fields[i] = k + "=" + strings.NewReplacer(",", "|", "=", "|").Replace(v)
+	}
+	return strings.Join(fields, ",")
 }
 
 func (s *Server) guardWindow() time.Duration {

@@ -88,6 +88,11 @@ func TestGoRedisDefaultHandshake(t *testing.T) {
 	if err != nil || !strings.Contains(info, " name=app ") || !strings.Contains(info, " resp=3 ") {
 		t.Fatalf("CLIENT INFO of go-redis's connection: %q %v", info, err)
 	}
+	// go-redis's INFO parser reads the proxy's INFO.
+	m, err := c.InfoMap(context.Background(), "redlock").Result()
+	if err != nil || m["Redlock"]["quorum"] != "2" || !strings.Contains(m["Redlock"]["settings"], "quorum=2") {
+		t.Fatalf("go-redis InfoMap: %v %v", m, err)
+	}
 }
 
 func TestMultiExecAndLockCommandsInside(t *testing.T) {

@@ -38,6 +38,15 @@ async function minPTTL(key) {
   return ttls.sort((a, b) => a - b)[MASTERS.length - QUORUM];
 }
 
+test("ioredis: its ready check parses the proxy's INFO", async () => {
+  // ioredis sends INFO on connect and reads it line by line (enableReadyCheck,
+  // its default) before it reports "ready".
+  const c = ioredis(PROXY);
+  if (c.status !== "ready") await new Promise((resolve, reject) => { c.once("ready", resolve); c.once("error", reject); });
+  const info = await c.info("redlock");
+  assert.match(info, new RegExp(`\\r\\nquorum:${QUORUM}\\r\\n`));
+});
+
 test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release", async () => {
   const a = new SesameRedlock([ioredis(PROXY)], { retryCount: 0 });
   const b = new SesameRedlock([ioredis(PROXY)], { retryCount: 0 });

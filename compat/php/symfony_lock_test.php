@@ -221,7 +221,13 @@ if (($argv[1] ?? '') === 'noquorum') {
         $threw = str_starts_with($e->getMessage(), 'NOQUORUM');
     }
     check($threw, 'isAcquired() with two masters down throws LockStorageException (NOQUORUM)');
-    echo "PASS $checks checks\n";
+    // 12. phpredis's INFO parser reads the proxy's INFO, every section.
+$info = $redis->info();
+check(is_array($info) && ($info['quorum'] ?? null) == $quorum, 'phpredis info(): the quorum', json_encode($info['quorum'] ?? null));
+$info = $redis->info('redlock');
+check(is_array($info) && isset($info['settings']) && isset($info['master0']), 'phpredis info("redlock")', json_encode($info));
+
+echo "PASS $checks checks\n";
     exit(0);
 }
 
@@ -366,5 +372,11 @@ check($b->isAcquired() === true, 'a second Lock on the same Key: isAcquired() is
 $b->release();
 check(goneEverywhere($name), 'its release() frees the key on every master');
 check($a->isAcquired() === false, 'and the first Lock sees it released');
+
+// 12. phpredis's INFO parser reads the proxy's INFO, every section.
+$info = $redis->info();
+check(is_array($info) && ($info['quorum'] ?? null) == $quorum, 'phpredis info(): the quorum', json_encode($info['quorum'] ?? null));
+$info = $redis->info('redlock');
+check(is_array($info) && isset($info['settings']) && isset($info['master0']), 'phpredis info("redlock")', json_encode($info));
 
 echo "PASS $checks checks\n";

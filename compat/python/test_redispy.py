@@ -586,3 +586,16 @@ def test_evalsha_noscript_fallback_on_fresh_client(masters, name):
         assert_gone_everywhere(masters, name)
     finally:
         r.close()
+
+
+def test_info_parses(r, masters):
+    # redis-py's INFO parser reads every line of every section the proxy
+    # answers; a value with both "," and "=" must be "k=v" pairs.
+    for section in (None, "all", "redlock", "server"):
+        info = r.info(section) if section else r.info()
+        assert info, section
+    info = r.info("redlock")
+    assert info["masters"] == len(masters)
+    assert info["quorum"] == QUORUM
+    assert isinstance(info["settings"], dict) and info["settings"]["quorum"] == QUORUM
+    assert info["master0"]["state"] == "up"

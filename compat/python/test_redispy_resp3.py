@@ -111,6 +111,13 @@ def test_lock_in_resp3():
     b.release()
 
 
+def test_info_parses_in_resp3():
+    r = client("REDLOCK_PROXY")
+    for section in (None, "all", "redlock"):
+        assert (r.info(section) if section else r.info()), section
+    assert r.info("redlock")["quorum"] == QUORUM
+
+
 def test_pubsub_in_resp3():
     p = client("REDLOCK_PROXY").pubsub()
     p.subscribe("resp3:ch")
