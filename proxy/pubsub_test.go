@@ -390,3 +390,50 @@ func TestSubscribedThenBadInput(t *testing.T) {
 		return err == nil && v["bad:a"] == 0
 	})
 }
+
+// As on Redis, a subscribed client has no idle timeout: with
+// proxy.idle_timeout set, a subscriber that sends PINGs, or nothing, stays
+// connected well past it; once it unsubscribes, and for a tracking
+// client's own connection (not a subscription), the timeout applies again.
+func TestSubscriberHasNoIdleTimeout(t *testing.T) {
+	idle := 300 * time.Millisecond
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.IdleTimeout = proxy.Duration{Duration: idle} })
+	open := func(cmds ...string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(resp(cmds...)); err != nil {
+			t.Fatal(err)
+		}
+		quietRead(t, c, 100*time.Millisecond)
+		return c
+	}
+	alive := func(c net.Conn) bool {
+		if _, err := c.Write(resp("PING")); err != nil {
+			return false
+		}
+		got := quietRead(t, c, 100*time.Millisecond)
+		return len(got) > 0 && !strings.HasSuffix(string(got), "<closed>")
+	}
+	pinging, quiet := open("SUBSCRIBE ch"), open("SUBSCRIBE ch")
+	unsubscribed := open("SUBSCRIBE ch", "UNSUBSCRIBE ch")
+	tracking := open("HELLO 3", "CLIENT TRACKING ON")
+	for range 8 { // 4 idle timeouts
+		time.Sleep(idle / 2)
+		if !alive(pinging) {
+			t.Fatal("a subscriber sending PINGs was closed")
+		}
+	}
+	if !alive(quiet) {
+		t.Fatal("a quiet subscriber was closed")
+	}
+	if alive(unsubscribed) {
+		t.Fatal("a client that unsubscribed was not closed when idle")
+	}
+	if alive(tracking) {
+		t.Fatal("a tracking client (not subscribed) was not closed when idle")
+	}
+}

@@ -101,6 +101,13 @@ type session struct {
 
 var _ redcon.Conn = (*session)(nil)
 
+// subscribed reports whether the client has subscriptions (a tracking
+// client's own connection is not one: Redis times it out when idle).
+func (ss *session) subscribed() bool {
+	st, _ := ss.ctx.(*client)
+	return st != nil && st.sub != nil && st.sub.count() > 0
+}
+
 // keepInput marks the batch c is running as holding on to its commands'
 // arguments, which point into the session's input buffer: the buffer is not
 // reused for the next read. Every command but a plain passthrough one does
@@ -207,8 +214,12 @@ func (ss *session) serve() {
 // or the server closes (after the batch in hand).
 func (ss *session) loop() error {
 	for {
-		if idle := time.Duration(ss.s.idleTimeout.Load()); idle > 0 && !ss.subbed { // as Redis, no idle timeout for subscribers
-			_ = ss.cc.SetReadDeadline(time.Now().Add(idle))
+		if idle := time.Duration(ss.s.idleTimeout.Load()); idle > 0 {
+			deadline := time.Now().Add(idle)
+			if ss.subscribed() {
+				deadline = time.Time{} // as Redis: no idle timeout while subscribed
+			}
+			_ = ss.cc.SetReadDeadline(deadline)
 		}
 		if ss.s.closing.Load() {
 			return nil // after the deadline is set: Close's wake-up is not undone
