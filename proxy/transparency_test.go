@@ -1,0 +1,404 @@
+package proxy_test
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+)
+
+// The randomized differential test of transparency: the same random
+// command sequences — every data type, key-space commands, transactions,
+// scripts, expiries, and lock operations on lock keys — are sent to a
+// plain redis-server and through the proxy, and compared reply for reply
+// (raw RESP, so types count too; the members of unordered replies as sets,
+// TTLs within the time the two runs are apart). A sequence never sends a
+// command that is not a lock operation to a lock key: what the proxy
+// refuses there is tested on its own (boundary_test.go).
+//
+// Seed printed and replayable; a short form in the suite, a long one with
+// -transparency.duration:
+//
+//	go test -run TestTransparency -v ./proxy -args -transparency.duration=10m [-transparency.seed=N]
+var (
+	transparencySeed     = flag.Int64("transparency.seed", 0, "seed of the differential transparency test (0: from the clock)")
+	transparencyDuration = flag.Duration("transparency.duration", 0, "how long the differential transparency test runs (0: the short form)")
+)
+
+// shortSequences is the short form's length: about 2,000 commands a
+// configuration.
+const shortSequences = 20
+
+func TestTransparency(t *testing.T) {
+	seed := *transparencySeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1e9
+	}
+	for _, c := range []struct {
+		name   string
+		voting bool
+	}{
+		{"prefix_voting_backend", true},
+		{"prefix_own_backend", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var own string
+			if !c.voting {
+				own = ownBackend(t)
+			}
+			e := newEnv(t, 3, func(cfg *proxy.Config) { cfg.Proxy.LockKeys, cfg.Proxy.Backend = []string{"lock:*"}, own })
+			plain := startPlain(t)
+			rng := rand.New(rand.NewSource(seed))
+			t.Logf("seed %d (replay: -args -transparency.seed=%d)", seed, seed)
+			deadline := time.Now().Add(*transparencyDuration)
+			sequences, commands, allowed := 0, 0, map[string]int{}
+			names := map[string]bool{}
+			for sequences == 0 || time.Now().Before(deadline) || sequences < shortSequences {
+				seq := newSequence(rng, fmt.Sprintf("%s:%d", c.name, sequences))
+				n, why := compareSequence(t, e.addr, plain, seq, c.voting)
+				if why != "" {
+					allowed[why]++
+				}
+				for _, cmd := range seq.cmds[:n] {
+					names[strings.ToLower(cmd[0])] = true
+				}
+				commands += n
+				sequences++
+				if t.Failed() {
+					t.Fatalf("seed %d, sequence %d differs (replay: -args -transparency.seed=%d)", seed, sequences-1, seed)
+				}
+				if *transparencyDuration == 0 && sequences >= shortSequences {
+					break
+				}
+			}
+			t.Logf("%d sequences, %d commands, %d command names, no difference but those allowed: %v", sequences, commands, len(names), allowed)
+		})
+	}
+}
+
+// sequence is one run of commands on one connection to each side.
+type sequence struct {
+	resp3 bool
+	cmds  [][]string
+}
+
+// newSequence draws a sequence over keys unique to it (data keys "t:…"
+// and lock keys "lock:…").
+func newSequence(rng *rand.Rand, prefix string) sequence {
+	g := &gen{rng: rng, prefix: prefix}
+	s := sequence{resp3: rng.Intn(3) == 0}
+	for range 60 + rng.Intn(60) {
+		s.cmds = append(s.cmds, g.commands()...)
+	}
+	return s
+}
+
+// compareSequence runs seq against the proxy and the plain Redis and
+// reports a difference; it returns how many commands it ran, and, when it
+// stopped at an allowed difference (after which the two sides' keys may
+// differ), why that difference is allowed.
+func compareSequence(t *testing.T, proxyAddr, plainAddr string, seq sequence, voting bool) (int, string) {
+	t.Helper()
+	p, r := dialRESP(t, proxyAddr), dialRESP(t, plainAddr)
+	defer p.close()
+	defer r.close()
+	if seq.resp3 {
+		p.do(t, "HELLO", "3")
+		r.do(t, "HELLO", "3")
+	}
+	var queued [][]string // the commands of the transaction open, for EXEC's reply
+	for i, cmd := range seq.cmds {
+		got, want := p.do(t, cmd...), r.do(t, cmd...)
+		switch name := strings.ToLower(cmd[0]); {
+		case name == "multi":
+			queued = [][]string{}
+		case name == "exec" || name == "discard":
+		case queued != nil:
+			queued = append(queued, cmd)
+		}
+		same := sameReply(cmd, got, want)
+		if !same && strings.EqualFold(cmd[0], "exec") && len(got) > 0 && got[0] == '*' && len(want) > 0 && want[0] == '*' {
+			same = sameElements(t, queued, got, want)
+		}
+		if strings.EqualFold(cmd[0], "exec") || strings.EqualFold(cmd[0], "discard") {
+			queued = nil
+		}
+		if same {
+			continue
+		}
+		if why := allowedDifference(cmd, got, voting); why != "" {
+			return i + 1, why
+		}
+		t.Errorf("command %d %q (resp3 %v):\nproxy %q\nRedis %q", i, cmd, seq.resp3, got, want)
+		return i + 1, ""
+	}
+	return len(seq.cmds), ""
+}
+
+// sameElements compares the replies of EXEC element by element, each as
+// the reply to its queued command.
+func sameElements(t *testing.T, queued [][]string, got, want string) bool {
+	g, w := rawElements(t, got), rawElements(t, want)
+	if len(g) != len(w) || len(g) != len(queued) {
+		return false
+	}
+	for i := range g {
+		if !sameReply(queued[i], g[i], w[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rawElements splits a raw array reply into its elements' raw replies.
+func rawElements(t *testing.T, raw string) []string {
+	r := bufio.NewReader(strings.NewReader(raw))
+	line, _ := r.ReadString('\n')
+	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+	out := make([]string, 0, max(n, 0))
+	for range n {
+		out = append(out, readRESP(t, r))
+	}
+	return out
+}
+
+// allowedDifference names the reason a reply of the proxy may differ from
+// Redis's (docs/commands.md lists each, "Replies that differ from a single
+// Redis"), or "" when it may not.
+func allowedDifference(cmd []string, got string, voting bool) string {
+	name := strings.ToLower(cmd[0])
+	switch {
+	case strings.HasPrefix(got, "-NOQUORUM"):
+		return "NOQUORUM: fewer than a quorum of masters answered within the node timeout"
+	case voting && (name == "eval" || name == "evalsha" || name == "multi" || name == "exec") &&
+		strings.Contains(got, "is not one the proxy knows, and the backend is a voting master"):
+		return "a script the proxy does not recognise, on a voting backend"
+	case voting && strings.Contains(got, "cannot be queued in MULTI while the backend is a voting master"),
+		voting && name == "exec" && strings.HasPrefix(got, "-EXECABORT"):
+		return "a script, SCAN, KEYS or RANDOMKEY queued in MULTI on a voting backend"
+	}
+	return ""
+}
+
+type respConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialRESP(t *testing.T, addr string) *respConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &respConn{c: c, r: bufio.NewReader(c)}
+}
+
+func (c *respConn) close() { c.c.Close() }
+
+func (c *respConn) do(t *testing.T, args ...string) string {
+	t.Helper()
+	_ = c.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.c.Write(respArgs(args...)); err != nil {
+		t.Fatal(err)
+	}
+	return readRESP(t, c.r)
+}
+
+// unordered lists the commands whose replies hold members in no order.
+var unordered = map[string]bool{
+	"smembers": true, "sunion": true, "sinter": true, "sdiff": true, "hkeys": true, "hvals": true,
+	"hgetall": true, "keys": true, "exec": true,
+}
+
+// sameReply compares two raw replies to cmd: exactly, but the members of
+// an unordered reply as a set, and TTLs within a second of each other.
+func sameReply(cmd []string, got, want string) bool {
+	if got == want {
+		return true
+	}
+	name := strings.ToLower(cmd[0])
+	g, gerr := wire.ParseValue([]byte(got))
+	w, werr := wire.ParseValue([]byte(want))
+	if gerr != nil || werr != nil || got[0] != want[0] {
+		return false
+	}
+	switch name {
+	case "ttl", "pttl", "expiretime", "pexpiretime":
+		gi, gok := g.(int64)
+		wi, wok := w.(int64)
+		tol := int64(1)
+		if name == "pttl" || name == "pexpiretime" {
+			tol = 1000
+		}
+		return gok && wok && (gi < 0) == (wi < 0) && (gi < 0 && gi == wi || gi >= 0 && abs(gi-wi) <= tol)
+	}
+	if unordered[name] {
+		return fmt.Sprint(sortedDeep(g)) == fmt.Sprint(sortedDeep(w))
+	}
+	return false
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// sortedDeep sorts every array in v by its members' printed form.
+func sortedDeep(v any) any {
+	a, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := make([]string, len(a))
+	for i, x := range a {
+		out[i] = fmt.Sprint(sortedDeep(x))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// gen draws commands. Data commands go to data keys, lock operations to
+// lock keys; some sequences use a lock key the way libraries do (acquire,
+// read, extend, release), the rest are random.
+type gen struct {
+	rng    *rand.Rand
+	prefix string
+}
+
+func (g *gen) key(kind string) string {
+	return fmt.Sprintf("t:%s:%s%d", g.prefix, kind, g.rng.Intn(4))
+}
+
+func (g *gen) lockKey() string { return fmt.Sprintf("lock:%s:%d", g.prefix, g.rng.Intn(3)) }
+
+func (g *gen) n(max int) string { return strconv.Itoa(g.rng.Intn(max)) }
+
+func (g *gen) val() string {
+	vals := []string{"a", "b", "10", "-3", "1.5", "", "xyz", "0", "abc def"}
+	return vals[g.rng.Intn(len(vals))]
+}
+
+func (g *gen) ttlMS() string { return strconv.Itoa(20000 + g.rng.Intn(40000)) }
+
+// commands draws one command, or a few that go together.
+func (g *gen) commands() [][]string {
+	if g.rng.Intn(6) == 0 {
+		return g.lockCommands()
+	}
+	if g.rng.Intn(15) == 0 {
+		return g.transaction()
+	}
+	return [][]string{g.dataCommand()}
+}
+
+func (g *gen) lockCommands() [][]string {
+	k, tok := g.lockKey(), "tok"+g.n(3)
+	unlock := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	extend := redistest.RedisPyExtend
+	choices := [][][]string{
+		{{"SET", k, tok, "NX", "PX", g.ttlMS()}},
+		{{"SET", k, tok, "PX", g.ttlMS(), "NX"}},
+		{{"set", k, tok, "nx", "ex", strconv.Itoa(20 + g.rng.Intn(40))}},
+		{{"GET", k}},
+		{{"PTTL", k}},
+		{{"TTL", k}},
+		{{"EXISTS", k, g.key("s")}},
+		{{"DEL", k}},
+		{{"EVAL", unlock, "1", k, tok}},
+		{{"EVAL", extend, "1", k, tok, g.ttlMS(), "1"}},
+		{{"PEXPIRE", k, g.ttlMS()}},
+	}
+	return choices[g.rng.Intn(len(choices))]
+}
+
+func (g *gen) transaction() [][]string {
+	out := [][]string{}
+	if g.rng.Intn(2) == 0 {
+		out = append(out, []string{"WATCH", g.key("s")})
+	}
+	out = append(out, []string{"MULTI"})
+	for range 1 + g.rng.Intn(3) {
+		out = append(out, g.dataCommand())
+	}
+	if g.rng.Intn(5) == 0 {
+		return append(out, []string{"DISCARD"})
+	}
+	return append(out, []string{"EXEC"})
+}
+
+// dataCommand draws one command on data keys, of every type.
+func (g *gen) dataCommand() []string {
+	s, l, h, z, st, x := g.key("s"), g.key("l"), g.key("h"), g.key("z"), g.key("set"), g.key("x")
+	b := g.key("bits")
+	all := [][]string{
+		// strings
+		{"SET", s, g.val()}, {"GET", s}, {"GETSET", s, g.val()}, {"MSET", s, g.val(), g.key("s"), g.val()},
+		{"MGET", s, g.key("s"), g.key("s")}, {"MSETNX", s, g.val(), g.key("s"), g.val()}, {"INCR", s},
+		{"INCRBY", s, g.n(10)}, {"DECR", s}, {"DECRBY", s, g.n(5)}, {"INCRBYFLOAT", s, "0.5"},
+		{"APPEND", s, g.val()}, {"STRLEN", s}, {"GETRANGE", s, "0", "-1"}, {"SETRANGE", s, g.n(4), g.val()},
+		{"SETEX", s, "100", g.val()}, {"PSETEX", s, "100000", g.val()}, {"SETNX", s, g.val()}, {"GETDEL", s},
+		{"GETEX", s, "EX", "100"}, {"SET", s, g.val(), "XX"}, {"SET", s, g.val(), "KEEPTTL"}, {"SET", s, g.val(), "GET"},
+		{"LCS", s, g.key("s")},
+		// keys
+		{"DEL", s, g.key("l")}, {"UNLINK", s}, {"EXISTS", s, l, h}, {"EXPIRE", s, "100"}, {"PEXPIRE", h, "100000"},
+		{"EXPIREAT", s, "4102444800"}, {"PERSIST", s}, {"TTL", s}, {"PTTL", s}, {"TYPE", s}, {"TYPE", z},
+		{"RENAME", s, g.key("s")}, {"RENAMENX", s, g.key("s")}, {"COPY", s, g.key("s")}, {"TOUCH", s, l},
+		{"OBJECT", "ENCODING", s}, {"EXPIRETIME", s}, {"PEXPIRETIME", s}, {"KEYS", "t:" + g.prefix + ":*"},
+		// lists
+		{"LPUSH", l, g.val(), g.val()}, {"RPUSH", l, g.val()}, {"LPOP", l}, {"RPOP", l}, {"LLEN", l},
+		{"LRANGE", l, "0", "-1"}, {"LINDEX", l, g.n(3)}, {"LSET", l, "0", g.val()}, {"LREM", l, "0", g.val()},
+		{"LTRIM", l, "0", g.n(5)}, {"LINSERT", l, "BEFORE", g.val(), g.val()}, {"LPOS", l, g.val()},
+		{"LMOVE", l, g.key("l"), "LEFT", "RIGHT"}, {"RPOPLPUSH", l, g.key("l")}, {"LPUSHX", l, g.val()},
+		{"RPUSHX", l, g.val()}, {"LMPOP", "2", l, g.key("l"), "LEFT"}, {"LPOP", l, "2"},
+		// hashes
+		{"HSET", h, "f" + g.n(3), g.val()}, {"HGET", h, "f" + g.n(3)}, {"HMGET", h, "f0", "f1"}, {"HGETALL", h},
+		{"HDEL", h, "f" + g.n(3)}, {"HEXISTS", h, "f" + g.n(3)}, {"HINCRBY", h, "n", g.n(5)},
+		{"HINCRBYFLOAT", h, "f", "1.25"}, {"HKEYS", h}, {"HVALS", h}, {"HLEN", h}, {"HSETNX", h, "f" + g.n(3), g.val()},
+		{"HSTRLEN", h, "f" + g.n(3)}, {"HMSET", h, "a", g.val(), "b", g.val()},
+		// sets
+		{"SADD", st, g.val(), g.val()}, {"SREM", st, g.val()}, {"SMEMBERS", st}, {"SCARD", st},
+		{"SISMEMBER", st, g.val()}, {"SMISMEMBER", st, "a", "b"}, {"SINTER", st, g.key("set")}, {"SUNION", st, g.key("set")},
+		{"SDIFF", st, g.key("set")}, {"SINTERSTORE", g.key("set"), st, g.key("set")},
+		{"SUNIONSTORE", g.key("set"), st, g.key("set")}, {"SDIFFSTORE", g.key("set"), st, g.key("set")},
+		{"SMOVE", st, g.key("set"), g.val()}, {"SINTERCARD", "2", st, g.key("set")},
+		// sorted sets
+		{"ZADD", z, g.n(10), "m" + g.n(4)}, {"ZREM", z, "m" + g.n(4)}, {"ZSCORE", z, "m" + g.n(4)},
+		{"ZINCRBY", z, "2", "m" + g.n(4)}, {"ZRANGE", z, "0", "-1", "WITHSCORES"}, {"ZRANGEBYSCORE", z, "-inf", "+inf"},
+		{"ZREVRANGE", z, "0", "-1"}, {"ZRANK", z, "m" + g.n(4)}, {"ZREVRANK", z, "m" + g.n(4)}, {"ZCARD", z},
+		{"ZCOUNT", z, "0", "5"}, {"ZLEXCOUNT", z, "-", "+"}, {"ZPOPMIN", z}, {"ZPOPMAX", z},
+		{"ZUNIONSTORE", g.key("z"), "2", z, g.key("z")}, {"ZINTERSTORE", g.key("z"), "2", z, g.key("z")},
+		{"ZMSCORE", z, "m0", "m1"}, {"ZRANGESTORE", g.key("z"), z, "0", "-1"}, {"ZREMRANGEBYSCORE", z, "0", "3"},
+		{"ZREMRANGEBYRANK", z, "0", "0"}, {"ZUNION", "2", z, g.key("z")}, {"ZINTER", "2", z, g.key("z")},
+		{"ZDIFF", "2", z, g.key("z")}, {"ZRANGEBYLEX", z, "-", "+"},
+		// streams, with ids of their own
+		{"XADD", x, strconv.Itoa(1 + g.rng.Intn(1000)) + "-1", "f", g.val()}, {"XLEN", x}, {"XRANGE", x, "-", "+"},
+		{"XREVRANGE", x, "+", "-"}, {"XDEL", x, "1-1"}, {"XTRIM", x, "MAXLEN", g.n(4)},
+		// bitmaps and HyperLogLog
+		{"SETBIT", b, g.n(64), g.n(2)}, {"GETBIT", b, g.n(64)}, {"BITCOUNT", b}, {"BITPOS", b, "1"},
+		{"BITOP", "OR", g.key("bits"), b, g.key("bits")}, {"PFADD", g.key("hll"), g.val(), g.val()},
+		{"PFCOUNT", g.key("hll")}, {"PFMERGE", g.key("hll"), g.key("hll"), g.key("hll")},
+		// geo
+		{"GEOADD", g.key("geo"), "13.36", "38.11", "m" + g.n(3)}, {"GEOPOS", g.key("geo"), "m0"},
+		{"GEODIST", g.key("geo"), "m0", "m1"},
+		// scripts on data keys, and the connection
+		{"EVAL", "return redis.call('incrby', KEYS[1], ARGV[1])", "1", s, g.n(5)},
+		{"EVAL", "return {KEYS[1], ARGV[1]}", "1", s, g.val()}, {"PING"}, {"ECHO", g.val()},
+		// bad input
+		{"INCR"}, {"GET", s, s}, {"SET", s}, {"HSET", h, "f"}, {"LPUSH", l}, {"ZADD", z, "x", "m"},
+		{"EXPIRE", s, "notanumber"}, {"SET", s, "v", "EX", "0"}, {"NOSUCHCOMMAND", s},
+	}
+	return all[g.rng.Intn(len(all))]
+}
