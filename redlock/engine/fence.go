@@ -433,7 +433,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 				m.PTTL = -2
 			}
 			info.Masters[i] = m
-			copies = append(copies, heldCopy{node: n, err: r.err, trusted: r.trusted, value: m.Token, pttl: m.PTTL})
+			copies = append(copies, heldCopy{node: n, err: r.err, trusted: r.trusted, guard: r.guard, value: m.Token, pttl: m.PTTL})
 		}
 	}
 	tok, validity, err := c.majority(key, copies)

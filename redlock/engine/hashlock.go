@@ -358,7 +358,7 @@ func (c *Client) ReadHash(ctx context.Context, key string) (HashState, error) {
 	copies := make([]heldCopy, len(got))
 	groups := map[string][]map[string]string{}
 	for i, r := range got {
-		copies[i] = heldCopy{node: r.node, err: r.err, trusted: r.trusted, pttl: r.val.pttl}
+		copies[i] = heldCopy{node: r.node, err: r.err, trusted: r.trusted, guard: r.guard, pttl: r.val.pttl}
 		if r.err != nil || r.val.typ == "none" {
 			continue
 		}

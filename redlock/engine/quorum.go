@@ -111,7 +111,9 @@ func (t *votes) add(n *node, err error, v vote, withheld bool) {
 
 // guardedBy records that the restart guard withheld n's vote, as g says.
 func (t *votes) guardedBy(n *node, g guardOf) {
-	t.guarded = append(t.guarded, n.guardedMaster(g))
+	if !g.until.IsZero() {
+		t.guarded = append(t.guarded, n.guardedMaster(g))
+	}
 }
 
 // answered counts the masters heard from, votes withheld included.
