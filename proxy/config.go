@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Duration is a time.Duration that reads from TOML strings such as "100ms".
@@ -191,7 +192,12 @@ type RedlockConfig struct {
 	RetryDelay   Duration    `toml:"retry_delay"`
 	GuardWindow  Duration    `toml:"restart_guard_window"`
 	RestartGuard bool        `toml:"restart_guard"`
-	PoolSize     int         `toml:"pool_size"`
+	// MaxLockTTL is the longest TTL a lock operation may write; one that
+	// asks for more is refused before anything is sent. It bounds how
+	// long a master that lost its data is kept from voting on one key
+	// (engine.WithMaxLockTTL).
+	MaxLockTTL Duration `toml:"max_lock_ttl"`
+	PoolSize   int      `toml:"pool_size"`
 	// ClockCheck is how often each master's TIME is compared with the
 	// proxy's monotonic clock (0: never); ClockJump is the difference beyond
 	// which the master is guarded as if it had restarted.
@@ -224,7 +230,7 @@ func DefaultConfig() Config {
 		Redlock: RedlockConfig{
 			NodeTimeout: Duration{100 * time.Millisecond}, DriftFactor: 0.01,
 			RetryCount: 3, RetryDelay: Duration{50 * time.Millisecond},
-			GuardWindow: Duration{60 * time.Second}, RestartGuard: true, PoolSize: 64,
+			GuardWindow: Duration{60 * time.Second}, RestartGuard: true, MaxLockTTL: Duration{engine.DefaultMaxLockTTL}, PoolSize: 64,
 			ClockCheck: Duration{time.Second}, ClockJump: Duration{time.Second},
 		},
 		Log: LogConfig{Level: "info", Format: "auto"},
@@ -272,6 +278,12 @@ func (c *Config) Validate() error {
 		return errors.New("redlock.retry_delay: must not be negative")
 	case r.RestartGuard && r.GuardWindow.Duration <= 0:
 		return errors.New("redlock.restart_guard_window: must be positive while restart_guard is on")
+	case r.GuardWindow.Duration < 0 || r.GuardWindow.Duration > engine.LongestMaxLockTTL:
+		return fmt.Errorf("redlock.restart_guard_window: %s is outside 0s..%s", r.GuardWindow.Duration, engine.LongestMaxLockTTL)
+	case r.MaxLockTTL.Duration < time.Millisecond || r.MaxLockTTL.Duration > engine.LongestMaxLockTTL:
+		return fmt.Errorf("redlock.max_lock_ttl: %s is outside 1ms..%s", r.MaxLockTTL.Duration, engine.LongestMaxLockTTL)
+	case c.Proxy.LeaseTTL.Duration > r.MaxLockTTL.Duration:
+		return fmt.Errorf("proxy.lease_ttl: %s is above redlock.max_lock_ttl (%s): every lease would be refused", c.Proxy.LeaseTTL.Duration, r.MaxLockTTL.Duration)
 	case r.PoolSize <= 0:
 		return errors.New("redlock.pool_size: must be positive")
 	case r.ClockCheck.Duration < 0:
@@ -344,9 +356,9 @@ func checkAddr(key, addr string) error {
 
 // settingsSummary names what every proxy in front of the same masters must
 // agree on, or their locks do not exclude each other: the masters, the
-// quorum, the lock keys, the restart guard, the drift factor, the handling
-// of unknown scripts and of other commands on lock keys, and the guards
-// switched off. Each proxy publishes it
+// quorum, the lock keys, the restart guard, the longest lock TTL, the drift
+// factor, the handling of unknown scripts and of other commands on lock
+// keys, and the guards switched off. Each proxy publishes it
 // on the masters (engine.WithSettings).
 func (c *Config) settingsSummary() string {
 	masters, keys, off := slices.Clone(c.Redlock.Masters), slices.Clone(c.Proxy.LockKeys), slices.Clone(c.GuardsOff)
@@ -365,8 +377,8 @@ func (c *Config) settingsSummary() string {
 	if c.refusesLockKeyCommands() {
 		lkc = "refuse"
 	}
-	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s drift_factor=%v unknown_scripts=%s lock_key_commands=%s",
-		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.DriftFactor, c.Proxy.UnknownScripts, lkc)
+	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s max_lock_ttl=%s drift_factor=%v unknown_scripts=%s lock_key_commands=%s",
+		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.MaxLockTTL, c.Redlock.DriftFactor, c.Proxy.UnknownScripts, lkc)
 	if len(off) > 0 {
 		s += " guards_off=" + strings.Join(off, ",")
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
@@ -14,10 +15,17 @@ import (
 // sees. Master addresses and credentials never reach clients.
 func errorReply(err error) string {
 	var qe *engine.QuorumError
+	var te *engine.TTLError
 	var re redis.Error
 	switch {
+	case errors.As(err, &te):
+		return fmt.Sprintf("ERR redlock-proxy: a lock TTL of %s exceeds redlock.max_lock_ttl (%s)", engine.FormatTTL(te.TTL), engine.FormatTTL(te.Max))
+	case errors.As(err, &qe) && qe.Reachable < qe.Needed && len(qe.Guarded) > 0:
+		return fmt.Sprintf("NOQUORUM %d of the masters can vote, %d needed; %s", qe.Reachable, qe.Needed, guardedText(qe.Guarded))
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed:
 		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
+	case errors.As(err, &qe) && len(qe.Guarded) > 0:
+		return fmt.Sprintf("NOQUORUM the outcome is not known: the %d masters that could vote do not settle it (%d needed); %s; try again", qe.Reachable, qe.Needed, guardedText(qe.Guarded))
 	case errors.As(err, &qe):
 		// Enough masters answered, yet their answers do not settle it:
 		// the others may hold what would.
@@ -29,6 +37,15 @@ func errorReply(err error) string {
 }
 
 func writeErr(c redcon.Conn, err error) { c.WriteError(errorReply(err)) }
+
+// clock is time.Now, but for tests.
+var clock = time.Now
+
+// guardedText names the masters under the restart guard, as INFO does
+// (master0 first), and until when: on every key, or on the key named.
+func guardedText(gs []engine.GuardedMaster) string {
+	return engine.GuardedText(gs, clock(), false, func(k string) string { return "'" + echo([]byte(k)) + "'" })
+}
 
 // echo makes client input safe to quote in an error reply, as Redis does:
 // at most 128 bytes, and no CR or LF that would end the reply early.

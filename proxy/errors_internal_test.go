@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -18,6 +19,9 @@ func (masterReply) RedisError()     {}
 // error; never a master's address.
 func TestErrorReply(t *testing.T) {
 	node := &engine.NodeError{Addr: "10.0.0.7:6379", Err: errors.New("i/o timeout")}
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	clock = func() time.Time { return now }
+	defer func() { clock = time.Now }()
 	cases := []struct {
 		err  error
 		want string
@@ -28,6 +32,14 @@ func TestErrorReply(t *testing.T) {
 			"NOQUORUM the outcome is not known: the 2 masters that could vote do not settle it (2 needed), and the others did not answer or are under the restart guard; try again"},
 		{fmt.Errorf("acquire: %w", &engine.QuorumError{Reachable: 0, Needed: 3}),
 			"NOQUORUM 0 of the masters reachable, 3 needed; lock commands are refused until enough masters are back"},
+		{&engine.TTLError{TTL: 1<<63 - 1, Max: time.Hour},
+			"ERR redlock-proxy: a lock TTL of 106751 days exceeds redlock.max_lock_ttl (1h)"},
+		{&engine.QuorumError{Reachable: 1, Needed: 2, Guarded: []engine.GuardedMaster{
+			{Index: 0, Addr: "10.0.0.7:6379", Until: now.Add(41 * time.Second)},
+			{Index: 2, Addr: "10.0.0.9:6379", Until: now.Add(time.Hour), Key: "lock:a\r\nx"}}},
+			"NOQUORUM 1 of the masters can vote, 2 needed; under the restart guard: master0 until 2025-06-01T12:00:41.000Z (41s from now), master2 on key 'lock:a  x' until 2025-06-01T13:00:00.000Z (1h from now)"},
+		{&engine.QuorumError{Reachable: 2, Needed: 2, Guarded: []engine.GuardedMaster{{Index: 1, Until: now.Add(90 * time.Second)}}},
+			"NOQUORUM the outcome is not known: the 2 masters that could vote do not settle it (2 needed); under the restart guard: master1 until 2025-06-01T12:01:30.000Z (1m30s from now); try again"},
 		{masterReply("WRONGTYPE Operation against a key holding the wrong kind of value"),
 			"WRONGTYPE Operation against a key holding the wrong kind of value"},
 		{node, "ERR redlock-proxy: quorum operation failed"},

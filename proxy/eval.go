@@ -178,7 +178,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscri
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.MinArg+1) + "]")
 		return
 	}
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
@@ -341,7 +341,7 @@ func writeOutcome(c redcon.Conn, spec *lockscripts.Spec, keys int, ok bool, notO
 // value that starts with its prefix) sets them to token with the new TTL,
 // decided on the quorum as an extend is (engine.Reacquire).
 func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
@@ -377,7 +377,7 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 // scriptExtendAll renews keys on every master where all of them hold the
 // token, decided on the quorum (engine.ExtendAll).
 func (s *Server) scriptExtendAll(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
@@ -494,7 +494,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	case lockscripts.OpRelease:
 		s.scriptRelease(ctx, c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:
-		ttl, ok := ttlArg(c, spec, argv)
+		ttl, ok := s.ttlArg(c, spec, argv)
 		if !ok {
 			return
 		}
@@ -558,8 +558,22 @@ func arg(argv [][]byte, i int) (string, bool) {
 
 // ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
 // Negative values are kept: PEXPIRE with one ends the key, as on Redis;
-// an acquire's TTL must be positive, its expiry time in the future.
-func ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
+// an acquire's TTL must be positive, its expiry time in the future. A TTL
+// above redlock.max_lock_ttl is refused here, before anything is sent
+// (the quorum's reads included).
+func (s *Server) ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
+	ttl, ok := ttlArgOf(c, spec, argv)
+	if ok {
+		if err := s.rl.CheckTTL(ttl); err != nil {
+			writeErr(c, err)
+			return 0, false
+		}
+	}
+	return ttl, ok
+}
+
+// ttlArgOf is ttlArg without the bound.
+func ttlArgOf(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
 	v, ok := arg(argv, spec.TTLArg)
 	n, err := strconv.ParseInt(v, 10, 64)
 	limit := int64(1<<62) / int64(spec.TTLUnit)

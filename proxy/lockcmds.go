@@ -33,8 +33,15 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	if !o.nx {
-		s.rl.CoverTTL(o.ttl(time.Now()))
-		s.broadcastMajority(c, toAny(args))
+		w, err := s.rl.NoteTTL(string(args[1]), o.ttl(time.Now()))
+		if err != nil {
+			writeErr(c, err)
+			return
+		}
+		// Set unless refused: XX on an absent key answers nil.
+		s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool {
+			return r.Err == nil || r.Err == redis.Nil && !o.xx
+		})
 		return
 	}
 	ttl := o.ttl(time.Now())
@@ -211,7 +218,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			rest = append(rest, key)
 			continue
 		}
-		ok, err := s.broadcastCount(args[0], key)
+		ok, err := s.broadcastCount(nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
@@ -238,15 +245,19 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	var w *engine.TTLWrite
 	if name != "persist" {
 		n, err := parseInt(args[2])
 		if err != nil {
 			c.WriteError("ERR value is not an integer or out of range")
 			return
 		}
-		s.rl.CoverTTL(expireTTL(name, n, time.Now()))
+		if w, err = s.rl.NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
+			writeErr(c, err)
+			return
+		}
 	}
-	ok, err := s.broadcastCount(args...)
+	ok, err := s.broadcastCount(w, args...)
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -266,16 +277,21 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	if n, err := parseInt(args[2]); err != nil {
+	n, err := parseInt(args[2])
+	switch {
+	case err != nil:
 		c.WriteError("ERR value is not an integer or out of range")
 		return
-	} else if n <= 0 {
+	case n <= 0:
 		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
 		return
-	} else {
-		s.rl.CoverTTL(expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	}
-	s.broadcastMajority(c, toAny(args))
+	w, err := s.rl.NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
+	if err != nil {
+		writeErr(c, err)
+		return
+	}
+	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil })
 }
 
 // expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
@@ -317,8 +333,13 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError(msg)
 		return
 	}
-	s.rl.CoverTTL(ttl)
-	s.broadcastMajority(c, toAny(args))
+	w, err := s.rl.NoteTTL(string(args[1]), ttl)
+	if err != nil {
+		writeErr(c, err)
+		return
+	}
+	// A nil reply: the key is absent, and nothing was set.
+	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil })
 }
 
 // parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
@@ -357,7 +378,7 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	s.broadcastMajority(c, toAny(args))
+	s.broadcastMajority(c, toAny(args), nil, nil)
 }
 
 func toAny(args [][]byte) []any {
@@ -387,9 +408,10 @@ func answerKey(r engine.Result) (string, bool) {
 // the node timeout), so that a read that follows sees the write everywhere
 // it landed, as on a single Redis. Only answers that may count as votes
 // (engine.Result.Counts) are counted; with too few of them the answer is
-// NOQUORUM.
-func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
-	if r, ok := s.majority(c, args); ok {
+// NOQUORUM. A write of a TTL on a lock key passes w (engine.NoteTTL), and
+// applied, which says from a master's answer whether it took effect there.
+func (s *Server) broadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool) {
+	if r, ok := s.majority(c, args, w, applied); ok {
 		writeResult(c, r)
 	}
 }
@@ -397,12 +419,14 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
 // majority is broadcastMajority's write and count: it returns the answer a
 // quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
 // no answer holds a quorum) and reports false.
-func (s *Server) majority(c redcon.Conn, args []any) (engine.Result, bool) {
+func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool) (engine.Result, bool) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
-	s.rl.WaitWrites(ctx, fmt.Sprint(args[1]))
-	got := s.rl.Broadcast(ctx, nil, args...)
+	key := fmt.Sprint(args[1])
+	s.rl.WaitWrites(ctx, key)
+	got := s.rl.Broadcast(ctx, key, nil, args...)
+	w.Done(got, applied)
 	counts := map[string]int{}
 	answered := 0
 	for _, r := range got {
@@ -416,7 +440,7 @@ func (s *Server) majority(c redcon.Conn, args []any) (engine.Result, bool) {
 		}
 	}
 	if answered < q {
-		writeErr(c, &engine.QuorumError{Reachable: answered, Needed: q})
+		writeErr(c, s.rl.NoQuorum(answered, key))
 		return engine.Result{}, false
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
@@ -450,15 +474,18 @@ func writeResult(c redcon.Conn, r engine.Result) {
 // reports whether a quorum answered 1. It answers false only when a quorum
 // of 1s is out of reach even if every master that did not answer, or whose
 // answer does not count (engine.Result.Counts), had answered 1; otherwise
-// the error is a master's own error reply, or NOQUORUM.
-func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
+// the error is a master's own error reply, or NOQUORUM. A write of a TTL
+// on a lock key passes w (engine.NoteTTL): it took effect where a master
+// answered 1.
+func (s *Server) broadcastCount(w *engine.TTLWrite, args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q, n := s.rl.Quorum(), s.rl.Masters()
-	s.rl.WaitWrites(ctx, string(args[1]))
+	key := string(args[1])
+	s.rl.WaitWrites(ctx, key)
 	ones, zeros := 0, 0
 	var errReply error
-	s.rl.Broadcast(ctx, func(got []engine.Result) bool {
+	got := s.rl.Broadcast(ctx, key, func(got []engine.Result) bool {
 		r := got[len(got)-1]
 		var re redis.Error
 		switch {
@@ -473,6 +500,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 		}
 		return false // wait for every master, as broadcastMajority does
 	}, toAny(args)...)
+	w.Done(got, func(r engine.Result) bool { v, _ := r.Val.(int64); return r.Err == nil && v == 1 })
 	switch {
 	case ones >= q:
 		return true, nil
@@ -481,7 +509,7 @@ func (s *Server) broadcastCount(args ...[]byte) (bool, error) {
 	case n-zeros < q: // even with every other master answering 1
 		return false, nil
 	}
-	return false, &engine.QuorumError{Reachable: ones + zeros, Needed: q}
+	return false, s.rl.NoQuorum(ones+zeros, key)
 }
 
 // countConn captures an integer reply of a forwarded command.

@@ -55,7 +55,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 	start := time.Now()
 	switch spec.Op {
 	case lockscripts.OpHashAcquire:
-		ttl, ok := ttlArg(c, spec, argv)
+		ttl, ok := s.ttlArg(c, spec, argv)
 		if !ok {
 			return
 		}
@@ -72,7 +72,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 			c.WriteInt64(hashPTTLReply(r.PTTL))
 		}
 	case lockscripts.OpHashExtend:
-		ttl, ok := ttlArg(c, spec, argv)
+		ttl, ok := s.ttlArg(c, spec, argv)
 		if !ok {
 			return
 		}
@@ -93,7 +93,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		deleted, err := s.broadcastCount([]byte("DEL"), []byte(key))
+		deleted, err := s.broadcastCount(nil, []byte("DEL"), []byte(key))
 		s.m.Release(deleted, err, time.Since(start))
 		switch {
 		case err != nil:
@@ -138,7 +138,7 @@ func publishCommand(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte, i int)
 // (KEYS[3]) on every master for ARGV[5] ms, and a retried unlock with the
 // same latch answers it again without giving back another hold.
 func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, holder string, argv [][]byte, start time.Time) {
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
@@ -178,7 +178,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 		// Every master, as the script would set it; answered once a
 		// quorum has it.
 		q, n := s.rl.Quorum(), 0
-		s.rl.Broadcast(ctx, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
+		s.rl.Broadcast(ctx, latch, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
 	}
 	if out == 1 {
 		msg, _ := arg(argv, 0)
@@ -192,7 +192,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 // the answer is 1 or 0 per key. A key whose renewal is not decided makes
 // the whole answer NOQUORUM, which Redisson tries again.
 func (s *Server) hashExtendBatch(c redcon.Conn, spec *lockscripts.Spec, keys []string, argv [][]byte) {
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}

@@ -21,7 +21,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscrip
 	var err error
 	switch spec.Op {
 	case lockscripts.OpRWAcquire:
-		ttl, valid := ttlArg(c, spec, argv)
+		ttl, valid := s.ttlArg(c, spec, argv)
 		if !valid {
 			return
 		}
@@ -32,7 +32,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscrip
 			err = nil
 		}
 	case lockscripts.OpRWExtend:
-		ttl, valid := ttlArg(c, spec, argv)
+		ttl, valid := s.ttlArg(c, spec, argv)
 		if !valid {
 			return
 		}

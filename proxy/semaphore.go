@@ -51,7 +51,7 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 	if !ok {
 		return
 	}
-	ttl, ok := ttlArg(c, spec, argv)
+	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}

@@ -88,7 +88,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	rl, err := engine.New(r.Masters,
 		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
 		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
-		engine.WithRestartGuard(guard), engine.WithPoolSize(r.PoolSize),
+		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize),
 		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
 		engine.WithRedisOptions(func(i int, o *redis.Options) {
 			o.CredentialsProvider = creds.provider(r.Masters[i])

@@ -35,14 +35,20 @@ func WithNodeTimeout(d time.Duration) Option { return Option{engine.WithNodeTime
 
 // WithRestartGuard sets the guard window: a master that restarted (its
 // run_id changed, or it has been up for less than the window) and may have
-// lost the locks it held does not count as a vote until the window has
-// passed since its start, nor before every TTL this client wrote before
-// that has run out. It must be at least the longest TTL written through any
-// other client of these masters. Default 60 s; 0 disables the guard (and
-// the clock check).
+// lost the locks it held does not count as a vote on any key until the
+// window has passed since its start, nor on a key before a longer TTL this
+// client wrote there before that has run out. It must be at least the
+// longest TTL written through any other client of these masters. Default
+// 60 s; 0 disables the guard (and the clock check).
 func WithRestartGuard(window time.Duration) Option {
 	return Option{engine.WithRestartGuard(window)}
 }
+
+// WithMaxLockTTL sets the longest TTL Obtain and Refresh may ask for; more
+// is refused (ErrTTLTooLong) before anything is sent. It bounds how long a
+// master that lost its data is kept from voting on a key this client
+// locked. Default 1 h; range 1 ms to 7 days.
+func WithMaxLockTTL(d time.Duration) Option { return Option{engine.WithMaxLockTTL(d)} }
 
 // WithClockCheck sets how often each master's clock is compared with the
 // client's, and the jump (beyond the time the check took) after which the

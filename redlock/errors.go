@@ -14,4 +14,7 @@ var (
 	// ErrNoQuorum: too few masters answered, or could vote, for the outcome
 	// to be known. The lock may or may not be held.
 	ErrNoQuorum = engine.ErrNoQuorum
+	// ErrTTLTooLong: the TTL asked for is above the longest allowed
+	// (WithMaxLockTTL). Nothing was sent.
+	ErrTTLTooLong = engine.ErrTTLTooLong
 )

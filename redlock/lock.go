@@ -77,7 +77,8 @@ func WithFence() ObtainOption {
 // elsewhere, a split vote, validity spent) it tries again as the retry
 // strategy says, until the strategy stops or ctx is done; the error then
 // matches both ErrNotAcquired and ctx.Err(). When too few masters can vote
-// it answers a *QuorumError (ErrNoQuorum) at once, without retrying.
+// it answers a *QuorumError (ErrNoQuorum) at once, without retrying; a
+// ttl above WithMaxLockTTL, ErrTTLTooLong, with nothing sent.
 //
 // A key that a quorum holds for the same token is refused like any held
 // key: a token names one hold.
@@ -172,10 +173,14 @@ func (m *Lock) setValidity(start time.Time, v time.Duration) {
 // (positive) from now, and its validity is counted again. It answers ErrNotHeld when a quorum no
 // longer holds the lock, or when the renewal took so long that no validity
 // was left, and ErrNoQuorum when that cannot be known; the lock then
-// keeps no more validity than either TTL it may have on the masters.
+// keeps no more validity than either TTL it may have on the masters. A
+// ttl above WithMaxLockTTL is refused (ErrTTLTooLong) with nothing sent.
 func (m *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("redlock: a lock needs a positive TTL")
+	}
+	if err := m.c.CheckTTL(ttl); err != nil {
+		return err // nothing sent: the lock keeps its validity
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -433,3 +433,38 @@ func TestRetryStrategies(t *testing.T) {
 		}
 	}
 }
+
+// Obtain and Refresh ask for no TTL above WithMaxLockTTL: refused with
+// ErrTTLTooLong, nothing sent, and a lock held keeps its TTL and validity.
+func TestMaxLockTTL(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	c, err := New(redistest.Addrs(ms), WithRestartGuard(0), WithMaxLockTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Obtain(ctx, "k", time.Minute+time.Millisecond); !errors.Is(err, ErrTTLTooLong) {
+		t.Fatalf("Obtain above the bound: %v", err)
+	}
+	if ps := pttls(t, ms, "k"); slices.ContainsFunc(ps, func(p time.Duration) bool { return p != -2 }) {
+		t.Fatalf("PTTLs after a refused Obtain: %v", ps)
+	}
+	l, err := c.Obtain(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.Validity()
+	if err := l.Refresh(ctx, math.MaxInt64); !errors.Is(err, ErrTTLTooLong) {
+		t.Fatalf("Refresh above the bound: %v", err)
+	}
+	if ps := pttls(t, ms, "k"); slices.ContainsFunc(ps, func(p time.Duration) bool { return p > 30*time.Second }) {
+		t.Fatalf("PTTLs after a refused Refresh: %v", ps)
+	}
+	if l.Validity() <= 0 || l.Validity() > before {
+		t.Fatalf("validity after a refused Refresh: %s (before %s)", l.Validity(), before)
+	}
+	if _, err := New(redistest.Addrs(ms), WithMaxLockTTL(0)); err == nil {
+		t.Fatal("a bound of 0 accepted")
+	}
+}

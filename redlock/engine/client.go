@@ -29,6 +29,7 @@ type options struct {
 	retries     int
 	retryDelay  time.Duration
 	guardWindow time.Duration
+	maxLockTTL  time.Duration
 	poolSize    int
 	pipelines   int
 	downAfter   int
@@ -37,7 +38,7 @@ type options struct {
 	clockJump   time.Duration
 	redisOpts   func(i int, o *redis.Options)
 	logf        func(format string, args ...any)
-	expiries    *expiries      // until when the TTLs written may keep locks alive: the guard covers them
+	keyTTLs     *keyTTLs       // until when the TTLs written on each key may keep its lock alive: the guard covers them
 	guardsOff   map[Guard]bool // WithGuardsOff: tests only, unsafe
 	settings    string         // WithSettings: published on the masters
 	settingsID  string         // its digest
@@ -72,13 +73,28 @@ func WithRetry(count int, delay time.Duration) Option {
 
 // WithRestartGuard sets the guard window: a master that restarted (its
 // run_id changed, or it has been up for less than the window) does not count
-// as a vote until the window has passed since its start, nor before every
-// TTL this client wrote before that has run out (guard.go). It must be at
-// least the longest TTL written through any other client of these masters.
-// Default 60 s; 0 disables the guard.
+// as a vote on any key until the window has passed since its start, nor on
+// a key before a longer TTL this client wrote there before has run out
+// (guard.go). It must be at least the longest TTL written through any other
+// client of these masters. Default 60 s; 0 disables the guard.
 func WithRestartGuard(window time.Duration) Option {
 	return func(o *options) { o.guardWindow = window }
 }
+
+// WithMaxLockTTL sets the longest TTL a lock operation may write: one that
+// asks for more (an acquire, an extend, a renewal, a TTL added to what is
+// left) is refused with a *TTLError before anything is sent. It bounds how
+// long a master that lost its data is kept from voting on a key this client
+// wrote (guard.go). Default 1 h; range 1 ms to 7 days.
+func WithMaxLockTTL(d time.Duration) Option {
+	return func(o *options) { o.maxLockTTL = d }
+}
+
+// Bounds of WithMaxLockTTL.
+const (
+	DefaultMaxLockTTL = time.Hour
+	LongestMaxLockTTL = 7 * 24 * time.Hour
+)
 
 // WithMarkDown sets after how many consecutive failures (timeouts,
 // connection errors) a master is marked down, and how often a down master is
@@ -156,8 +172,8 @@ func WithLogf(f func(format string, args ...any)) Option { return func(o *option
 func New(addrs []string, opts ...Option) (*Client, error) {
 	o := options{
 		drift: 0.01, nodeTimeout: 100 * time.Millisecond, retries: 3,
-		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, poolSize: 64, pipelines: 1,
-		downAfter: 3, probeEvery: 200 * time.Millisecond, clockEvery: time.Second, clockJump: time.Second, expiries: newExpiries(),
+		retryDelay: 50 * time.Millisecond, guardWindow: 60 * time.Second, maxLockTTL: DefaultMaxLockTTL, poolSize: 64, pipelines: 1,
+		downAfter: 3, probeEvery: 200 * time.Millisecond, clockEvery: time.Second, clockJump: time.Second, keyTTLs: newKeyTTLs(),
 	}
 	for _, f := range opts {
 		f(&o)
@@ -205,8 +221,10 @@ func (c *Client) prober() {
 			for _, n := range c.nodes {
 				go n.probe(ctx)
 			}
-		case <-clock:
+		case now := <-clock:
+			c.opts.keyTTLs.sweep(now)
 			for _, n := range c.nodes {
+				n.sweepKeyGuard(now)
 				if c.opts.guardWindow > 0 {
 					go n.check(ctx)
 				}
@@ -239,6 +257,8 @@ func (o *options) validate(n int) error {
 		return errors.New("redlock: retry count and delay must not be negative")
 	case o.guardWindow < 0:
 		return errors.New("redlock: restart guard window must not be negative")
+	case o.maxLockTTL < time.Millisecond || o.maxLockTTL > LongestMaxLockTTL:
+		return fmt.Errorf("redlock: longest lock TTL %s out of range [1ms, %s]", o.maxLockTTL, FormatTTL(LongestMaxLockTTL))
 	case o.clockEvery < 0 || o.clockJump < 0:
 		return errors.New("redlock: clock check interval and jump must not be negative")
 	case o.poolSize <= 0:
@@ -272,8 +292,9 @@ type MasterStatus struct {
 	RunID       string
 	Up          bool          // the last operation or probe reached it
 	Down        bool          // skipped by calls until a background probe reaches it
-	Guarded     bool          // its votes are withheld by the restart guard
-	GuardLeft   time.Duration // how long the guard still holds
+	Guarded     bool          // its votes are withheld by the restart guard, on every key
+	GuardLeft   time.Duration // how long the guard still holds on every key
+	GuardedKeys int           // keys it does not vote on beyond that, until the TTLs written there run out
 	Restarts    int           // restarts noticed since the client started
 	ClockJumps  int           // clock jumps noticed since the client started
 	Durable     bool          // AOF with appendfsync always: restarts lose no locks
@@ -310,7 +331,7 @@ func (c *Client) Probe(ctx context.Context) int {
 	if !ok {
 		deadline = time.Now().Add(c.opts.nodeTimeout)
 	}
-	ch := fanoutUntil(c, deadline, func(_ *node, cl *call) { cl.args, cl.readOnly = pingArgs, true }, (*redis.Cmd).Result, nil)
+	ch := fanoutUntil(c, nil, deadline, func(_ *node, cl *call) { cl.args, cl.readOnly = pingArgs, true }, (*redis.Cmd).Result, nil)
 	// A worker answers a call by its deadline and one round trip; a client
 	// closed meanwhile may never answer.
 	expire := time.NewTimer(time.Until(deadline) + c.opts.nodeTimeout)

@@ -72,18 +72,16 @@ func (n *node) checkClock(ctx context.Context) {
 	}
 }
 
-// clockJumped puts the master under the restart guard for the full window
-// (stretched to the latest TTL this client wrote), as a restart would.
+// clockJumped puts the master under the restart guard for the full window,
+// and on the keys this client wrote with longer TTLs until they run out, as
+// a restart would.
 func (n *node) clockJumped(jump time.Duration, now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.clockJumps++
-	w := n.opts.guardWindow
-	if w == 0 {
+	if n.opts.guardWindow == 0 {
 		return
 	}
-	if until := n.guardEnd(now); until.After(n.guardUntil) {
-		n.guardUntil = until
-	}
-	n.logf("redlock: master %s clock jumped by %s against this client's clock; it does not vote for %s: restart guard", n.addr, jump.Round(time.Millisecond), n.guardUntil.Sub(now).Round(time.Millisecond))
+	n.logf("redlock: master %s clock jumped by %s against this client's clock", n.addr, jump.Round(time.Millisecond))
+	n.lost(now, now, "restart guard after a clock jump")
 }

@@ -10,9 +10,10 @@
 // ExtendPermit and ReleasePermit run counting semaphores, decided by a
 // quorum of their own that keeps them to their limit (permits.go);
 // Broadcast sends any command to every master. A restart guard withholds the votes of
-// masters that may have lost their data (guard.go, evidence.go), and a
-// clock check treats a master whose clock jumps like a restarted one
-// (clock.go).
+// masters that may have lost their data, on every key for its window and on
+// the keys this client wrote with longer TTLs until they run out (guard.go,
+// evidence.go); no TTL above WithMaxLockTTL is written. A clock check
+// treats a master whose clock jumps like a restarted one (clock.go).
 //
 // Every operation goes the same way (quorum.go): fanoutCmd queues each
 // master's command on that master's batcher (batch.go), which sends the

@@ -3,6 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // ErrNoQuorum is returned when too few masters answered for the outcome of an
@@ -31,14 +34,55 @@ type QuorumError struct {
 	Reachable int // masters that answered, or could have counted
 	Needed    int // the quorum
 	Nodes     []error
+	// Guarded lists the masters whose votes the restart guard withheld,
+	// and until when.
+	Guarded []GuardedMaster
 }
 
 func (e *QuorumError) Error() string {
+	var s string
 	if e.Reachable >= e.Needed {
 		// Enough masters answered, yet their answers do not settle it.
-		return fmt.Sprintf("redlock: outcome not known: the %d masters that could vote do not settle it (%d needed)", e.Reachable, e.Needed)
+		s = fmt.Sprintf("redlock: outcome not known: the %d masters that could vote do not settle it (%d needed)", e.Reachable, e.Needed)
+	} else if len(e.Guarded) > 0 {
+		s = fmt.Sprintf("redlock: %d of the masters can vote, %d needed", e.Reachable, e.Needed)
+	} else {
+		s = fmt.Sprintf("redlock: %d of the masters answered, %d needed", e.Reachable, e.Needed)
 	}
-	return fmt.Sprintf("redlock: %d of the masters answered, %d needed", e.Reachable, e.Needed)
+	if g := GuardedText(e.Guarded, time.Now(), true, nil); g != "" {
+		s += "; " + g
+	}
+	return s
+}
+
+// GuardedText says which masters are under the restart guard and until
+// when ("" for none): each named by its place among the masters (master0
+// first), with its address when addrs is set, and, when the guard holds
+// it back on one key only, that key, written by quote (nil: Go-quoted).
+func GuardedText(gs []GuardedMaster, now time.Time, addrs bool, quote func(string) string) string {
+	if quote == nil {
+		quote = strconv.Quote
+	}
+	if len(gs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("under the restart guard: ")
+	for i, g := range gs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "master%d", g.Index)
+		if addrs {
+			fmt.Fprintf(&b, " (%s)", g.Addr)
+		}
+		if g.Key != "" {
+			fmt.Fprintf(&b, " on key %s", quote(g.Key))
+		}
+		left := max(g.Until.Sub(now), 0)
+		fmt.Fprintf(&b, " until %s (%s from now)", g.Until.UTC().Format("2006-01-02T15:04:05.000Z"), FormatTTL(left.Round(time.Millisecond)))
+	}
+	return b.String()
 }
 
 // Unwrap returns ErrNoQuorum and the per-master errors.

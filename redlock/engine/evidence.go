@@ -249,7 +249,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 	case first && st.uptime >= w:
 		return false // every lock granted before its start has expired
 	}
-	n.guardTo(n.guardEnd(now.Add(-st.uptime)), now, "restart guard")
+	n.lost(now.Add(-st.uptime), now, "restart guard")
 	// Its record survived, yet this client cannot vouch for the data:
 	// other clients should not trust it on the record's word either.
 	return !first && survived && st.rec.doubt != st.runID
@@ -268,10 +268,10 @@ func (n *node) inspected(st masterState, now time.Time) {
 	}
 	switch {
 	case n.datasetID != "" && st.rec.id != n.datasetID:
-		n.guardTo(n.guardEnd(now), now, "its data was erased without a restart (record "+n.datasetID+" -> "+st.rec.id+")")
+		n.lost(now, now, "its data was erased without a restart (record "+n.datasetID+" -> "+st.rec.id+")")
 	case st.rec.doubt == st.runID && n.doubted != st.runID:
 		n.doubted = st.runID
-		n.guardTo(n.guardEnd(now.Add(-st.uptime)), now, "another client found it may have lost data")
+		n.lost(now.Add(-st.uptime), now, "another client found it may have lost data")
 	}
 	n.setRecord(st)
 }

@@ -122,6 +122,9 @@ func (c *Client) acquireFenced(ctx context.Context, key, token string, ttl time.
 	if ttl <= 0 {
 		return FenceResult{}, errors.New("redlock: a fenced lock needs a positive TTL")
 	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return FenceResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		r, err := c.acquireFencedOnce(ctx, key, token, ttl, mode)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -134,13 +137,13 @@ func (c *Client) acquireFenced(ctx context.Context, key, token string, ttl time.
 }
 
 func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl time.Duration, mode string) (FenceResult, error) {
-	if ok := c.votersAvailable(); ok < c.quorum {
-		return FenceResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
+	if ok := c.votersAvailable([]string{key}); ok < c.quorum {
+		return FenceResult{}, c.quorumErr(ok, c.quorum, []string{key})
 	}
 	c.WaitWrites(ctx, key)
 	keys, attempt := FenceKeys(key), newAttemptID()
 	c.flights.begin(keys[:1], len(c.nodes))
-	c.noteTTL(ttl, true)
+	note := c.noteTTL(keys[:1], ttl, true, 0)
 	start := time.Now()
 	args := []any{token, ttl.Milliseconds(), mode, attempt}
 	ch := fanoutScript(c, fenceAcquireScript, keys, args, parseFenceVote, nil)
@@ -151,6 +154,7 @@ func (c *Client) acquireFencedOnce(ctx context.Context, key, token string, ttl t
 		}
 		return voteNo
 	})
+	note.settle(refusedBy(got, func(v fenceVote) bool { return v.state > 0 }))
 	holders := map[string]int{}
 	var res FenceResult
 	var maxCounter, maxFence, holds int64
@@ -355,12 +359,16 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 	if ttl <= 0 {
 		return 0, false, errors.New("redlock: a fenced lock needs a positive TTL")
 	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return 0, false, err
+	}
 	c.WaitWrites(ctx, key)
-	c.noteTTL(ttl, false)
-	start := time.Now()
 	keys, args := FenceKeys(key), []any{token, ttl.Milliseconds()}
+	note := c.noteTTL(keys[:1], ttl, false, 0)
+	start := time.Now()
 	ch := fanoutScript(c, fenceExtendScript, keys, args, parseInt, nil)
-	t, _ := countVotes(c, ch, "", (*votes).decided, yesIfOne)
+	t, got := countVotes(c, ch, "", (*votes).decided, yesIfOne)
+	note.settle(refusedBy(got, func(v int64) bool { return v == 1 }))
 	switch {
 	case t.won():
 		v := validity(ttl, time.Since(start), c.opts.drift)
@@ -425,7 +433,7 @@ func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) 
 				m.PTTL = -2
 			}
 			info.Masters[i] = m
-			copies = append(copies, heldCopy{node: n, err: r.err, trusted: r.trusted, value: m.Token, pttl: m.PTTL})
+			copies = append(copies, heldCopy{node: n, err: r.err, trusted: r.trusted, guard: r.guard, value: m.Token, pttl: m.PTTL})
 		}
 	}
 	tok, validity, err := c.majority(key, copies)

@@ -136,6 +136,9 @@ func (c *Client) AcquireHash(ctx context.Context, key, holder string, ttl time.D
 	if ttl <= 0 {
 		return HashResult{}, errors.New("redlock: a hash lock needs a positive TTL")
 	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return HashResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		r, err := c.acquireHashOnce(ctx, key, holder, ttl)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -148,8 +151,8 @@ func (c *Client) AcquireHash(ctx context.Context, key, holder string, ttl time.D
 }
 
 func (c *Client) acquireHashOnce(ctx context.Context, key, holder string, ttl time.Duration) (HashResult, error) {
-	if ok := c.votersAvailable(); ok < c.quorum {
-		return HashResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
+	if ok := c.votersAvailable([]string{key}); ok < c.quorum {
+		return HashResult{}, c.quorumErr(ok, c.quorum, []string{key})
 	}
 	c.WaitWrites(ctx, key)
 	keys, id := []string{key, HashAttemptKey(key)}, newAttemptID()
@@ -167,12 +170,12 @@ func (c *Client) acquireHashOnce(ctx context.Context, key, holder string, ttl ti
 		}
 		return &call{script: hashUndoScript, keys: keys, args: []any{holder, which}}, true
 	})
-	c.noteTTL(ttl, true)
+	note := c.noteTTL(keys[:1], ttl, true, 0)
 	start := time.Now()
 	ch := fanoutScript(c, hashAcquireScript, keys, []any{holder, ttl.Milliseconds(), id}, parseHashVote, run.onVote)
 	var refusals []time.Duration
 	var holds []int64
-	t, _ := countVotes(c, ch, "", decidedOrLost, func(v hashVote) vote {
+	t, got := countVotes(c, ch, "", decidedOrLost, func(v hashVote) vote {
 		if v.state > 0 {
 			holds = append(holds, v.n)
 			return voteYes
@@ -181,6 +184,7 @@ func (c *Client) acquireHashOnce(ctx context.Context, key, holder string, ttl ti
 		return voteNo
 	})
 	elapsed := time.Since(start)
+	note.settle(refusedBy(got, func(v hashVote) bool { return v.state > 0 }))
 	var r HashResult
 	var err error
 	if r.Validity, err = c.acquireOutcome(&t, len(refusals) >= c.quorum, ttl, elapsed); err == nil {
@@ -230,8 +234,11 @@ type HashRelease struct {
 // the masters that held it, so the lock is free when fewer than a quorum
 // still hold it. It decides as Release does.
 func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.Duration, latch string) (HashRelease, error) {
+	if err := c.CheckTTL(ttl); err != nil {
+		return HashRelease{}, err
+	}
 	c.WaitWrites(ctx, key)
-	c.noteTTL(ttl, false)
+	note := c.noteTTL([]string{key}, ttl, false, 0)
 	keys := []string{key}
 	if latch != "" {
 		keys = append(keys, latch)
@@ -244,7 +251,7 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 	// A hold still held on a quorum is final at once (more answers can
 	// only raise the quorum-th count); a freed lock waits for every
 	// master.
-	collect(ch, len(c.nodes), func(got []reply[hashVote]) bool {
+	got := collect(ch, len(c.nodes), func(got []reply[hashVote]) bool {
 		x := got[len(got)-1]
 		if x.err != nil {
 			t.add(x.node, x.err, voteNo, false)
@@ -255,6 +262,9 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 			v = voteYes
 		}
 		withheld := !x.trusted || v == voteYes && c.taintedFor(x.node, taint)
+		if !x.trusted {
+			t.guardedBy(x.node, x.guard)
+		}
 		t.add(x.node, nil, v, withheld)
 		switch {
 		case withheld:
@@ -265,6 +275,8 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 		}
 		return t.lost() || t.won() && quorumCount(left, c.quorum) > 0
 	})
+	// Only a master that kept holds set the TTL.
+	note.settle(refusedBy(got, func(v hashVote) bool { return v.state == 2 }))
 	var r HashRelease
 	for v, n := range latched {
 		if n >= c.quorum {
@@ -346,7 +358,7 @@ func (c *Client) ReadHash(ctx context.Context, key string) (HashState, error) {
 	copies := make([]heldCopy, len(got))
 	groups := map[string][]map[string]string{}
 	for i, r := range got {
-		copies[i] = heldCopy{node: r.node, err: r.err, trusted: r.trusted, pttl: r.val.pttl}
+		copies[i] = heldCopy{node: r.node, err: r.err, trusted: r.trusted, guard: r.guard, pttl: r.val.pttl}
 		if r.err != nil || r.val.typ == "none" {
 			continue
 		}

@@ -135,6 +135,9 @@ func (c *Client) AcquireGet(ctx context.Context, key, value string, ttl time.Dur
 }
 
 func (c *Client) acquire(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
+	if err := c.CheckTTL(ttl); err != nil {
+		return AcquireResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		r, err := c.acquireOnce(ctx, keys, value, ttl)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -197,9 +200,9 @@ func setCommand(key, value string, ttl time.Duration) []byte {
 }
 
 func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, ttl time.Duration) (AcquireResult, error) {
-	if ok := c.votersAvailable(); ok < c.quorum {
+	if ok := c.votersAvailable(keys); ok < c.quorum {
 		// Known in advance: refuse before anything is written.
-		return AcquireResult{}, &QuorumError{Reachable: ok, Needed: c.quorum}
+		return AcquireResult{}, c.quorumErr(ok, c.quorum, keys)
 	}
 	// An earlier acquire of the same key through this client may still be
 	// writing to slower masters: let it land first, as it would on one Redis.
@@ -208,7 +211,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	}
 	send, parse, undo := c.acquireSteps(keys, value, ttl)
 	c.flights.begin(keys, len(c.nodes))
-	c.noteTTL(ttl, true)
+	note := c.noteTTL(keys, ttl, true, 0)
 	run := newAcquireRun(c, keys, ttl, value, func(n *node, v setVote, err error) (*call, bool) {
 		if err == nil && !v.set {
 			return nil, false // refused: nothing taken
@@ -216,9 +219,9 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		return undo(n), true
 	})
 	start := time.Now()
-	ch := fanoutVotes(c, c.quorum, send, parse, run.onVote)
+	ch := fanoutVotes(c, keys, c.quorum, send, parse, run.onVote)
 	prevs := map[string]int{}
-	t, _ := countVotes(c, ch, run.taint, decidedOrLost, func(v setVote) vote {
+	t, got := countVotes(c, ch, run.taint, decidedOrLost, func(v setVote) vote {
 		if v.prev != nil { // taken: prevs says by whom
 			prevs[*v.prev]++
 		}
@@ -228,6 +231,7 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 		return voteNo
 	})
 	elapsed := time.Since(start)
+	note.settle(refusedBy(got, func(v setVote) bool { return v.set }))
 	var res AcquireResult
 	rollback := false
 	v, err := c.acquireOutcome(&t, heldBy(prevs, c.quorum) != nil, ttl, elapsed)
@@ -411,7 +415,7 @@ func (c *Client) releaseKeys(ctx context.Context, keys []string, s *script, toke
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
-	ch := fanoutVotes(c, c.quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
+	ch := fanoutVotes(c, keys, c.quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotes(c, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
 	codes := countedCodes(got)
 	r := ReleaseResult{Deleted: t.yes, Other: codes[0], Absent: codes[-1], Failed: t.failed, Withheld: t.withheld}
@@ -470,7 +474,8 @@ type ExtendResult struct {
 // ok reports that. It was not held when a quorum of renewals is out of
 // reach even counting every master that did not answer or whose answer
 // does not count; otherwise the answer is a *QuorumError. Every TTL it
-// writes stretches the restart guard (guard.go).
+// writes stretches the restart guard on key (guard.go); one above
+// WithMaxLockTTL is refused with a *TTLError before anything is sent.
 func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duration, mode ExtendMode) (r ExtendResult, ok bool, err error) {
 	if mode == ExtendAdd {
 		return c.extendAdd(ctx, key, value, ttl)
@@ -487,7 +492,13 @@ func (c *Client) Extend(ctx context.Context, key, value string, ttl time.Duratio
 // outlive the (quorum − u)-th longest among those that answered, u being
 // the masters whose copy is not known. Then it sets the TTL to that bound
 // plus ttl wherever value holds the key (and has a TTL).
+//
+// A TTL to add above WithMaxLockTTL is refused before anything is sent;
+// one whose sum with what is left would be, before anything is written.
 func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
+	if err := c.CheckTTL(ttl); err != nil {
+		return r, false, err
+	}
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
 	taint := taintKey(keys, value)
@@ -523,6 +534,9 @@ func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Dura
 	}
 	slices.SortFunc(lefts, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 	target := lefts[c.quorum-unknown-1] + ttl
+	if err := c.CheckTTL(target); err != nil {
+		return r, false, err
+	}
 	return c.extendWith(ctx, key, target, extendScript, value, strconv.FormatInt(target.Milliseconds(), 10), string(ExtendSetIfTTL))
 }
 
@@ -542,13 +556,17 @@ func (c *Client) extendQuorum(ctx context.Context, quorum int, key string, ttl t
 // extendKeys is extendQuorum over keys: a script that answers 1, 0, -1 or
 // -2 for all of them.
 func (c *Client) extendKeys(ctx context.Context, quorum int, keys []string, ttl time.Duration, s *script, token string, args ...any) (r ExtendResult, ok bool, err error) {
+	if err := c.CheckTTL(ttl); err != nil {
+		return r, false, err
+	}
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
-	c.noteTTL(ttl, false)
+	note := c.noteTTL(keys, ttl, false, quorum)
 	start := time.Now()
-	ch := fanoutVotes(c, quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
+	ch := fanoutVotes(c, keys, quorum, scriptCall(s, keys, append([]any{token}, args...)), parseInt, nil)
 	t, got := countVotesOf(c, quorum, ch, taintKey(keys, token), (*votes).decided, yesIfOne)
+	note.settle(refusedBy(got, func(v int64) bool { return v == 1 }))
 	codes := countedCodes(got)
 	r = ExtendResult{Extended: t.yes, Other: codes[0], Absent: codes[-1], NoTTL: codes[-2], Failed: t.failed, Withheld: t.withheld}
 	switch {
@@ -623,18 +641,25 @@ func taintKey(keys []string, value string) string {
 	return strings.Join(keys, "\x00") + "\x01" + value
 }
 
-// votersAvailable counts the masters that could vote now: not marked down
-// and not held back by the restart guard.
-func (c *Client) votersAvailable() int {
+// votersAvailable counts the masters that could vote on keys now: not
+// marked down and not held back by the restart guard.
+func (c *Client) votersAvailable(keys []string) int {
 	now, n := time.Now(), 0
 	for _, nd := range c.nodes {
-		if !nd.isDown() && nd.trusted(now) {
+		if _, guarded := nd.guardFor(now, keys); !nd.isDown() && !guarded {
 			n++
 		}
 	}
 	return n
 }
 
+// quorumErr is the *QuorumError of a step on keys that reachable masters
+// could settle, needed being its quorum, with the masters the restart
+// guard holds back on keys now.
+func (c *Client) quorumErr(reachable, needed int, keys []string) *QuorumError {
+	return &QuorumError{Reachable: reachable, Needed: needed, Guarded: c.guarded(keys)}
+}
+
 // VotersAvailable is how many masters could vote now: up and not held back
-// by the restart guard.
-func (c *Client) VotersAvailable() int { return c.votersAvailable() }
+// by the restart guard on every key.
+func (c *Client) VotersAvailable() int { return c.votersAvailable(nil) }

@@ -13,6 +13,7 @@ import (
 
 // node is one master: its client and what the restart guard knows of it.
 type node struct {
+	idx   int // its place among the masters
 	addr  string
 	ro    *redis.Options // how to reach it: address, credentials, TLS
 	rdb   *redis.Client  // for probes; lock commands go through batch
@@ -21,7 +22,8 @@ type node struct {
 
 	mu         sync.Mutex
 	runID      string
-	guardUntil time.Time // votes do not count before this instant
+	guardUntil time.Time            // votes do not count before this instant
+	keyGuard   map[string]time.Time // … nor, on these keys, before these (guard.go)
 	restarts   int
 	durable    atomic.Bool // persists every write, at its last check
 	datasetID  string      // its record's id
@@ -45,7 +47,7 @@ type node struct {
 }
 
 func newNode(i int, addr string, o *options) *node {
-	n := &node{addr: addr, opts: o}
+	n := &node{idx: i, addr: addr, opts: o}
 	ro := &redis.Options{Addr: addr}
 	if o.redisOpts != nil {
 		o.redisOpts(i, ro)
@@ -88,7 +90,8 @@ func (n *node) logf(format string, args ...any) {
 	}
 }
 
-// trusted reports whether a vote from this master counts now.
+// trusted reports whether a vote from this master counts now on a key the
+// guard does not hold back on its own (guardFor).
 func (n *node) trusted(now time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -167,7 +170,7 @@ func (n *node) status() MasterStatus {
 		left = 0
 	}
 	st := MasterStatus{
-		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left,
+		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left, GuardedKeys: n.guardedKeys(time.Now()),
 		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable.Load(), LastError: n.lastErr, LastLatency: n.latency,
 	}
 	st.RollbackFailures = n.undoFailures.Load()

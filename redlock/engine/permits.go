@@ -119,6 +119,9 @@ func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int
 	if ttl <= 0 {
 		return nil, errors.New("redlock: a permit needs a positive TTL")
 	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
+	}
 	if limit < 1 {
 		return nil, ErrHeld
 	}
@@ -135,8 +138,8 @@ func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int
 }
 
 func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit int64, ttl time.Duration, q int) (*Lock, error) {
-	if ok := c.votersAvailable(); ok < q {
-		return nil, &QuorumError{Reachable: ok, Needed: q}
+	if ok := c.votersAvailable([]string{key}); ok < q {
+		return nil, c.quorumErr(ok, q, []string{key})
 	}
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
@@ -149,11 +152,11 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 		}
 		return nil, false
 	})
-	c.noteTTL(ttl, true)
+	note := c.noteTTL(keys, ttl, true, q)
 	start := time.Now()
 	ch := fanoutScript(c, permitAcquireScript, keys, []any{token, limit, ttl.Milliseconds()}, parseInt, run.onVote)
 	refused := 0
-	t, _ := countVotesOf(c, q, ch, run.taint, decidedOrLost, func(v int64) vote {
+	t, got := countVotesOf(c, q, ch, run.taint, decidedOrLost, func(v int64) vote {
 		if v > 0 {
 			return voteYes
 		}
@@ -161,6 +164,7 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 		return voteNo
 	})
 	elapsed := time.Since(start)
+	note.settle(refusedBy(got, func(v int64) bool { return v > 0 }))
 	var l *Lock
 	// Full on enough masters that q admissions are out of reach: held.
 	v, err := c.acquireOutcome(&t, refused > len(c.nodes)-q, ttl, elapsed)

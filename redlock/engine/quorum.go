@@ -13,8 +13,9 @@ type reply[T any] struct {
 	node     *node
 	val      T
 	err      error
-	trusted  bool // the restart guard lets this master's vote count
-	withheld bool // countVotes withheld the vote (the restart guard, a taint)
+	trusted  bool    // the restart guard lets this master's vote on the step's keys count
+	guard    guardOf // when not trusted: why
+	withheld bool    // countVotes withheld the vote (the restart guard, a taint)
 }
 
 // errMasterDown is the vote of a master that is marked down.
@@ -79,6 +80,7 @@ type votes struct {
 	failed    int // did not answer
 	withheld  int // answered, but the restart guard or a taint withholds the vote
 	errs      []error
+	guarded   []GuardedMaster // the masters whose votes the restart guard withheld
 	// Guard GuardNotHeldNeedsQuorum off: withheld answers count as no, and
 	// the step fails once a quorum has answered without a quorum of yes
 	// (as before the guard existed).
@@ -104,6 +106,13 @@ func (t *votes) add(n *node, err error, v vote, withheld bool) {
 		t.yes++
 	default:
 		t.no++
+	}
+}
+
+// guardedBy records that the restart guard withheld n's vote, as g says.
+func (t *votes) guardedBy(n *node, g guardOf) {
+	if !g.until.IsZero() {
+		t.guarded = append(t.guarded, n.guardedMaster(g))
 	}
 }
 
@@ -141,7 +150,7 @@ func (t *votes) reachable() int { return t.n - t.failed - t.withheld }
 
 // err is the *QuorumError of a step whose outcome cannot be known.
 func (t *votes) err() error {
-	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: t.errs}
+	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: t.errs, Guarded: t.guarded}
 }
 
 // countVotes reads the replies of one step, classing each answer with
@@ -208,6 +217,9 @@ func countReply[T any](c *Client, t *votes, r *reply[T], taint string, class fun
 	}
 	v := class(r.val)
 	withheld := !r.trusted || v == voteYes && c.taintedFor(r.node, taint)
+	if !r.trusted {
+		t.guardedBy(r.node, r.guard)
+	}
 	t.add(r.node, nil, v, withheld)
 	return withheld
 }
@@ -218,29 +230,31 @@ func (c *Client) taintedFor(n *node, taint string) bool {
 	return taint != "" && !c.off(GuardTaint) && n.tainted(taint)
 }
 
-// fanoutCmd sends one step's command to every master: build makes each
-// master's command, queued on that master's batcher (batch.go) with the
+// fanoutCmd sends one step's command on keys to every master: build makes
+// each master's command, queued on that master's batcher (batch.go) with the
 // commands of every other operation, and when its reply arrives, the
 // worker that read it parses it, calls after (if not nil) and delivers it
 // on a channel buffered to N, so that no worker blocks once the caller has
 // stopped reading. after also gets errMasterDown for a master that was
-// sent nothing. after must not block. Every call has the node timeout.
-func fanoutCmd[T any](c *Client, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	return fanoutUntil(c, time.Time{}, build, parse, after)
+// sent nothing. after must not block. Every call has the node timeout. A
+// reply is trusted when the restart guard lets the master vote on every
+// one of keys.
+func fanoutCmd[T any](c *Client, keys []string, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanoutUntil(c, keys, time.Time{}, build, parse, after)
 }
 
 // fanoutUntil is fanoutCmd with the calls' deadline (zero: the node
 // timeout from now).
-func fanoutUntil[T any](c *Client, deadline time.Time, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	return fanout(c, deadline, 1, build, parse, after)
+func fanoutUntil[T any](c *Client, keys []string, deadline time.Time, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanout(c, keys, deadline, 1, build, parse, after)
 }
 
 // fanoutVotes is fanoutCmd for a step that countVotes decides: the replies
 // are handed over once enough have come to decide anything (fewestToDecide),
 // so that the operation waiting for them is woken once for them, not once
 // per master. after still runs as each reply comes.
-func fanoutVotes[T any](c *Client, quorum int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	return fanout(c, time.Time{}, c.fewestToDecide(quorum), build, parse, after)
+func fanoutVotes[T any](c *Client, keys []string, quorum int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+	return fanout(c, keys, time.Time{}, c.fewestToDecide(quorum), build, parse, after)
 }
 
 // fewestToDecide is how many masters must answer before a vote of quorum
@@ -250,9 +264,9 @@ func (c *Client) fewestToDecide(quorum int) int { return min(quorum, len(c.nodes
 
 // fanout sends the calls and hands the replies over on the channel it
 // returns, the first hold of them together (1: each as it comes).
-func fanout[T any](c *Client, deadline time.Time, hold int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
+func fanout[T any](c *Client, keys []string, deadline time.Time, hold int, build func(n *node, cl *call), parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
 	op := &fanoutOp[T]{
-		c: c, ch: make(chan reply[T], len(c.nodes)), start: time.Now(),
+		c: c, keys: keys, ch: make(chan reply[T], len(c.nodes)), start: time.Now(),
 		parse: parse, after: after, calls: make([]call, len(c.nodes)), hold: hold,
 	}
 	op.kept = op.keptBuf[:0]
@@ -279,7 +293,7 @@ func fanout[T any](c *Client, deadline time.Time, hold int, build func(n *node, 
 // fanoutScript is fanoutCmd for one of this package's scripts, run with
 // the same keys and arguments on every master.
 func fanoutScript[T any](c *Client, s *script, keys []string, args []any, parse func(*redis.Cmd) (T, error), after func(n *node, v T, err error)) <-chan reply[T] {
-	return fanoutCmd(c, scriptCall(s, keys, args), parse, after)
+	return fanoutCmd(c, keys, scriptCall(s, keys, args), parse, after)
 }
 
 // scriptCall builds every master's call of s with keys and args.
@@ -290,6 +304,7 @@ func scriptCall(s *script, keys []string, args []any) func(*node, *call) {
 // fanoutOp is one fanout: one object answers every master's call.
 type fanoutOp[T any] struct {
 	c     *Client
+	keys  []string // the step's keys: the restart guard may withhold a vote on one of them
 	ch    chan reply[T]
 	start time.Time
 	parse func(*redis.Cmd) (T, error)
@@ -311,7 +326,8 @@ func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	if op.after != nil {
 		op.after(n, v, err)
 	}
-	op.deliver(reply[T]{node: n, val: v, err: err, trusted: n.trusted(now)})
+	g, guarded := n.guardFor(now, op.keys)
+	op.deliver(reply[T]{node: n, val: v, err: err, trusted: !guarded, guard: g})
 }
 
 // deliver hands r over, with those kept before it, once hold replies have

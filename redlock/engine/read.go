@@ -35,7 +35,7 @@ func (c *Client) Read(ctx context.Context, key string) (KeyState, error) {
 	copies := make([]heldCopy, len(got))
 	for i, r := range got {
 		copies[i] = r.val
-		copies[i].node, copies[i].err, copies[i].trusted = r.node, r.err, r.trusted
+		copies[i].node, copies[i].err, copies[i].trusted, copies[i].guard = r.node, r.err, r.trusted, r.guard
 	}
 	v, pttl, err := c.majority(key, copies)
 	if v == nil {
@@ -64,8 +64,9 @@ func parseCopy(cmd *redis.Cmd) (heldCopy, error) {
 // PTTL (-1: no expiry).
 type heldCopy struct {
 	node    *node
-	err     error // no answer
-	trusted bool  // the restart guard lets its answer count
+	err     error   // no answer
+	trusted bool    // the restart guard lets its answer count
+	guard   guardOf // when not trusted: why
 	value   *string
 	pttl    time.Duration
 }
@@ -94,6 +95,9 @@ func (c *Client) majority(key string, copies []heldCopy) (*string, time.Duration
 		withheld := !h.trusted || h.value != nil && c.taintedFor(h.node, taintKey([]string{key}, *h.value))
 		if loose {
 			withheld = false
+		}
+		if h.err == nil && !h.trusted {
+			t.guardedBy(h.node, h.guard)
 		}
 		if h.err == nil && !withheld && h.value != nil {
 			holders[*h.value] = append(holders[*h.value], h.pttl)
@@ -147,16 +151,16 @@ type Result struct {
 	Val  any
 	Err  error // redis.Nil for a nil reply
 	// Counts reports whether the answer may count as the master's vote:
-	// the restart guard does not withhold it.
+	// the restart guard does not withhold it on the command's key.
 	Counts bool
 }
 
-// Broadcast sends one command to every master and returns as soon as done
-// reports that the answers so far decide the outcome, or when every master
-// has answered or timed out. Masters that have not answered by then still
-// receive the command.
-func (c *Client) Broadcast(ctx context.Context, done func(got []Result) bool, args ...any) []Result {
-	ch := fanoutCmd(c, func(_ *node, cl *call) { cl.args = args }, (*redis.Cmd).Result, nil)
+// Broadcast sends one command on key to every master and returns as soon
+// as done reports that the answers so far decide the outcome, or when
+// every master has answered or timed out. Masters that have not answered
+// by then still receive the command.
+func (c *Client) Broadcast(ctx context.Context, key string, done func(got []Result) bool, args ...any) []Result {
+	ch := fanoutCmd(c, []string{key}, func(_ *node, cl *call) { cl.args = args }, (*redis.Cmd).Result, nil)
 	var out []Result
 	collect(ch, len(c.nodes), func(got []reply[any]) bool {
 		r := got[len(got)-1]

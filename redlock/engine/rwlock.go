@@ -99,6 +99,9 @@ func (c *Client) AcquireRW(ctx context.Context, key, token string, ttl time.Dura
 	if ttl <= 0 {
 		return nil, errors.New("redlock: a read/write lock needs a positive TTL")
 	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		l, err := c.acquireRWOnce(ctx, key, token, ttl, shared)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -111,8 +114,8 @@ func (c *Client) AcquireRW(ctx context.Context, key, token string, ttl time.Dura
 }
 
 func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*Lock, error) {
-	if ok := c.votersAvailable(); ok < c.quorum {
-		return nil, &QuorumError{Reachable: ok, Needed: c.quorum}
+	if ok := c.votersAvailable([]string{key}); ok < c.quorum {
+		return nil, c.quorumErr(ok, c.quorum, []string{key})
 	}
 	c.WaitWrites(ctx, key)
 	keys, mode := []string{key}, "w"
@@ -133,11 +136,11 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		return nil, false
 	})
 	args := []any{token, ttl.Milliseconds(), mode}
-	c.noteTTL(ttl, true)
+	note := c.noteTTL(keys, ttl, true, 0)
 	start := time.Now()
 	ch := fanoutScript(c, rwAcquireScript, keys, args, parseInt, run.onVote)
 	refused := 0
-	t, _ := countVotes(c, ch, run.taint, decidedOrLost, func(v int64) vote {
+	t, got := countVotes(c, ch, run.taint, decidedOrLost, func(v int64) vote {
 		if v > 0 {
 			return voteYes
 		}
@@ -145,6 +148,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		return voteNo
 	})
 	elapsed := time.Since(start)
+	note.settle(refusedBy(got, func(v int64) bool { return v > 0 }))
 	var l *Lock
 	v, err := c.acquireOutcome(&t, refused >= c.quorum, ttl, elapsed)
 	if err == nil {

@@ -50,7 +50,7 @@ func obs(n *node, runID string, uptime time.Duration, durable bool, now time.Tim
 }
 
 func TestObserveGuard(t *testing.T) {
-	o := &options{guardWindow: 10 * time.Second, expiries: newExpiries()}
+	o := &options{guardWindow: 10 * time.Second, keyTTLs: newKeyTTLs()}
 	n := &node{addr: "m", opts: o}
 	now := time.Now()
 	obs(n, "a", time.Hour, false, now)
@@ -61,7 +61,7 @@ func TestObserveGuard(t *testing.T) {
 	if n.trusted(now.Add(7*time.Second)) || !n.trusted(now.Add(8*time.Second)) {
 		t.Fatal("a restarted master must be guarded until window − uptime has passed")
 	}
-	n3 := &node{addr: "m3", opts: &options{expiries: newExpiries()}}
+	n3 := &node{addr: "m3", opts: &options{keyTTLs: newKeyTTLs()}}
 	obs(n3, "x", 0, false, now)
 	if !n3.trusted(now) {
 		t.Fatal("window 0 disables the guard")
@@ -108,7 +108,7 @@ func TestDataEvidence(t *testing.T) {
 		{"restart, marked in doubt by another client", &old, true, st("b", time.Second, true, r(rec("X", "a0", 5, "b"))), false, false, false},
 	}
 	for _, c := range cases {
-		o := &options{guardWindow: 10 * time.Second, expiries: newExpiries()}
+		o := &options{guardWindow: 10 * time.Second, keyTTLs: newKeyTTLs()}
 		if c.off {
 			WithGuardsOff(GuardDataEvidence)(o)
 		}
@@ -124,7 +124,7 @@ func TestDataEvidence(t *testing.T) {
 		}
 	}
 	// Erased in place (FLUSHALL on the master itself): guarded from then.
-	n := &node{addr: "m", opts: &options{guardWindow: 10 * time.Second, expiries: newExpiries()}}
+	n := &node{addr: "m", opts: &options{guardWindow: 10 * time.Second, keyTTLs: newKeyTTLs()}}
 	now := time.Now()
 	n.observe(old, now)
 	n.mu.Lock()
@@ -134,7 +134,7 @@ func TestDataEvidence(t *testing.T) {
 		t.Error("a master whose record changed without a restart must be guarded")
 	}
 	// A doubt another client marked for this process is adopted.
-	n = &node{addr: "m", opts: &options{guardWindow: 10 * time.Second, expiries: newExpiries()}}
+	n = &node{addr: "m", opts: &options{guardWindow: 10 * time.Second, keyTTLs: newKeyTTLs()}}
 	n.observe(st("b", time.Second, true, r(rec("X", "a0", 5, ""))), now)
 	n.mu.Lock()
 	n.inspected(st("b", 2*time.Second, true, r(rec("X", "a0", 6, "b"))), now)
@@ -158,42 +158,26 @@ func TestNewValidates(t *testing.T) {
 	c.Close()
 }
 
-// A lock granted with a TTL longer than the window stretches the guard.
-func TestGuardCoversLongestTTLGranted(t *testing.T) {
-	c := &Client{opts: options{guardWindow: 10 * time.Second, expiries: newExpiries()}}
-	c.noteTTL(30*time.Second, true)
-	c.noteTTL(5*time.Second, true)
-	n := &node{addr: "m", opts: &c.opts}
-	now := time.Now()
-	obs(n, "a", time.Hour, false, now)
-	obs(n, "b", 0, false, now)
-	if n.trusted(now.Add(29 * time.Second)) {
-		t.Fatal("guard shorter than the longest TTL granted")
-	}
-	if !n.trusted(now.Add(30 * time.Second)) {
-		t.Fatal("guard longer than the longest TTL granted")
-	}
-}
-
 // A new connection to a master already known by its run_id says nothing new:
 // it has not restarted, so a longer TTL granted since the first sight does
 // not put it back under the guard. (Pools open connections at any time.)
 func TestSameRunIDIsNotGuardedAgain(t *testing.T) {
-	c := &Client{opts: options{guardWindow: 3 * time.Second, expiries: newExpiries()}}
+	c := &Client{quorum: 1, opts: options{guardWindow: 3 * time.Second, keyTTLs: newKeyTTLs()}}
 	n := &node{addr: "m", opts: &c.opts}
+	c.nodes = []*node{n}
 	now := time.Now()
 	obs(n, "a", 0, false, now) // first sight of a young master: guarded 3 s
 	later := now.Add(3 * time.Second)
 	if !n.trusted(later) {
 		t.Fatal("guard outlived the window")
 	}
-	c.noteTTL(60*time.Second, true)
+	c.noteTTL([]string{"k"}, 60*time.Second, true, 0).settle(0)
 	obs(n, "a", 3*time.Second, false, later)
-	if !n.trusted(later) {
+	if _, g := n.guardFor(later, []string{"k"}); g {
 		t.Fatal("a second connection to the same run made the master guarded again")
 	}
 	obs(n, "b", 0, false, later)
-	if n.trusted(now.Add(59 * time.Second)) { // the TTL was written at now
-		t.Fatal("a real restart must still be guarded for the TTL granted")
+	if _, g := n.guardFor(now.Add(59*time.Second), []string{"k"}); !g { // the TTL was written at now
+		t.Fatal("a real restart must still be guarded on the key for the TTL granted")
 	}
 }
