@@ -126,7 +126,12 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 	case !s.isLockKey(keys[0]):
 		s.forwardScript(c, st, src, args)
 	default:
-		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}); ok {
+		w, err := s.rl.NoteTTL(string(keys[0]), time.Millisecond)
+		if err != nil {
+			writeErr(c, err)
+			return
+		}
+		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }); ok {
 			c.WriteInt(1)
 		}
 	}
