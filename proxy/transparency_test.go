@@ -384,7 +384,7 @@ func (g *gen) dataCommand() []string {
 		{"ZREMRANGEBYRANK", z, "0", "0"}, {"ZUNION", "2", z, g.key("z")}, {"ZINTER", "2", z, g.key("z")},
 		{"ZDIFF", "2", z, g.key("z")}, {"ZRANGEBYLEX", z, "-", "+"},
 		// streams, with ids of their own
-		{"XADD", x, strconv.Itoa(1 + g.rng.Intn(1000)) + "-1", "f", g.val()}, {"XLEN", x}, {"XRANGE", x, "-", "+"},
+		{"XADD", x, strconv.Itoa(1+g.rng.Intn(1000)) + "-1", "f", g.val()}, {"XLEN", x}, {"XRANGE", x, "-", "+"},
 		{"XREVRANGE", x, "+", "-"}, {"XDEL", x, "1-1"}, {"XTRIM", x, "MAXLEN", g.n(4)},
 		// bitmaps and HyperLogLog
 		{"SETBIT", b, g.n(64), g.n(2)}, {"GETBIT", b, g.n(64)}, {"BITCOUNT", b}, {"BITPOS", b, "1"},
