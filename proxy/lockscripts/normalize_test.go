@@ -303,22 +303,3 @@ func oldStripComments(src string) string {
 	}
 	return b.String()
 }
-
-// FuzzNormalizeScript: the form of any text is stable and reads back as
-// itself.
-func FuzzNormalizeScript(f *testing.F) {
-	f.Add(readmeUnlock)
-	f.Add("-- note\rdo return 99 end\n" + readmeUnlock)
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := Normalize(s)
-		if n2, err2 := Normalize(s); n2 != n || (err == nil) != (err2 == nil) {
-			t.Fatalf("not deterministic: %q", s)
-		}
-		if err != nil {
-			return
-		}
-		if again, err := Normalize(n); err != nil || again != n {
-			t.Fatalf("the form of %q does not read back as itself: %q, %q (%v)", s, n, again, err)
-		}
-	})
-}
