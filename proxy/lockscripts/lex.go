@@ -62,11 +62,12 @@ type lexer struct {
 // lex reads src as Lua 5.1 reads it into tokens, dropping white space and
 // comments. It fails on what Lua refuses (an unfinished string or long
 // bracket, a long bracket of a bad level, an escape too large, a malformed
-// numeral, a byte no token starts with) and on what this lexer does not
-// take on trust: a NUL byte anywhere (Lua 5.1 reads one after a numeral as
-// part of the numeral), an escape the manual does not list (Lua 5.1 reads
-// "\q" as "q"; the manual does not say so), a numeral in a form the manual
-// does not give (such as 0x1p4, which glibc reads).
+// numeral, a byte no token starts with), on what Lua builds read
+// differently (a "[[" inside a level-0 long bracket), and on what this
+// lexer does not take on trust: a NUL byte anywhere (Lua 5.1 reads one
+// after a numeral as part of the numeral), an escape the manual does not
+// list (Lua 5.1 reads "\q" as "q"; the manual does not say so), a numeral
+// in a form the manual does not give (such as 0x1p4, which glibc reads).
 func lex(src string) ([]token, *LexError) {
 	l := &lexer{src: src, line: 1}
 	if err := l.run(); err != nil {
@@ -227,9 +228,10 @@ func (l *lexer) run() *LexError {
 // long reads a long string or comment of the given level whose body
 // starts at p (after its opening bracket), up to its closing bracket of
 // the same level, and returns its value: a line break right after the
-// opening bracket skipped, every line break made "\n". As in Lua 5.1 (with
-// LUA_COMPAT_LSTR 1, the default and Redis's), "[[" inside a level-0 long
-// bracket is an error ("nesting of [[...]] is deprecated").
+// opening bracket skipped, every line break made "\n". A "[[" inside a
+// level-0 long bracket is an error: Lua 5.1 builds disagree on it (with
+// LUA_COMPAT_LSTR 1, the default, Lua refuses it, "nesting of [[...]] is
+// deprecated"; the Lua in Debian's redis-server 7.0 reads it as text).
 func (l *lexer) long(p, level int, comment bool) (string, *LexError) {
 	what := "long string"
 	if comment {
