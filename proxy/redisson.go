@@ -243,8 +243,7 @@ func redissonUnsupported(keys [][]byte, src string) string {
 			return "ERR redlock-proxy: Redisson's read/write lock (RReadWriteLock) is not supported: its scripts would change one master alone; use RLock"
 		}
 	}
-	n := lockscripts.Normalize(src)
-	if strings.Contains(n, `"hget",keys[1],"mode"`) {
+	if n, err := lockscripts.Normalize(src); err == nil && strings.Contains(n, `"hget",KEYS[1],"mode"`) {
 		return "ERR redlock-proxy: Redisson's read/write lock (RReadWriteLock) is not supported: its scripts would change one master alone; use RLock"
 	}
 	return ""

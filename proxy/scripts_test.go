@@ -51,6 +51,25 @@ func TestUnlockSpellingsRunOnQuorum(t *testing.T) {
 	}
 }
 
+// The unlock with code after a comment that Lua ends at "\r" is not the
+// unlock: Redis would run the hidden code and answer 99. The proxy neither
+// answers it as the unlock (1) nor deletes the lock: it is a script it does
+// not know, on a lock key, and refused.
+func TestHiddenCodeBesideTheUnlockIsNotTheUnlock(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	key := e.key("k")
+	mustEqual(t, "acquire", must(e.do("SET", key, "tok", "NX", "PX", 10000)), any("OK"))
+	for _, hidden := range []string{
+		"-- note\rdo return 99 end\n" + unlockSpellings[0],
+		"--[=[ note ]=] do return 99 end\n" + unlockSpellings[0],
+	} {
+		if v, err := e.do("EVAL", hidden, 1, key, "tok"); err == nil || !strings.Contains(err.Error(), "[[scripts]]") {
+			t.Fatalf("%q answered %v %v, want refused as a script the proxy does not know", hidden, v, err)
+		}
+	}
+	eventually(t, "the lock on every master", func() bool { return count(e.onMasters(key), "tok") == 3 })
+}
+
 // A script recognised as the unlock script must not run on one master: if
 // it did, the copies on the other masters would survive.
 func TestUnlockByEVALSHAAfterScriptLoad(t *testing.T) {

@@ -10,8 +10,10 @@
 #                               # clients the compatibility tests drive
 #                               # (and redis-py 6 into .deps/redis-py),
 #                               # headless Chromium for the status page's
-#                               # test, Node with the npm packages of
-#                               # compat/node, and every Go module
+#                               # test, Lua 5.1 (lua5.1), the oracle of the
+#                               # script normaliser's tests, Node with the
+#                               # npm packages of compat/node, and every Go
+#                               # module
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-test}"
@@ -25,6 +27,9 @@ if [ "$what" = test ]; then
   pkgs+=(python3-redis python3-pytest php-cli php-redis php-illuminate-cache php-illuminate-redis php-symfony-lock)
   # Headless Chromium renders the status page in its test.
   pkgs+=(chromium)
+  # Lua 5.1, the Lua of Redis, compiles the scripts the normaliser's tests
+  # compare (proxy/lockscripts).
+  pkgs+=(lua5.1)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

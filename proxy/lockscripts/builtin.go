@@ -105,8 +105,14 @@ func checkSHA1s(key string, vs []string, seen map[string]*Spec) error {
 }
 
 // Builtin returns the operation of a library script the proxy knows, by
-// its text.
-func Builtin(src string) *Spec { return builtin[Digest(src)] }
+// its text; nil for any other text, and for one it does not recognise.
+func Builtin(src string) *Spec {
+	d, err := Digest(src)
+	if err != nil {
+		return nil
+	}
+	return builtin[d]
+}
 
 // BySHA returns the operation of a library script known by the true SHA1
 // of the text the library sends, in any case; nil for any other SHA1.

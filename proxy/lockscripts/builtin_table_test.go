@@ -222,7 +222,7 @@ func TestBuiltinTableMatchesTheGoTable(t *testing.T) {
 // The view tells apart what running a spec tells apart: a change to any
 // field an operation reads shows.
 func TestSpecViewSeesEveryField(t *testing.T) {
-	base := *oldBuiltin["f450802dd75d333e0f6e746befbe093331bc1869"] // redis-py extend: add-if and no-TTL
+	base := *oldBuiltin["bce326b8a0b21cc21af307b604335bbdd4e6ad86"] // redis-py extend: add-if and no-TTL
 	changes := map[string]func(o *oldSpec){
 		"name":     func(o *oldSpec) { o.name = "x" },
 		"kind":     func(o *oldSpec) { o.kind = OpRelease },
@@ -250,12 +250,12 @@ func TestSpecViewSeesEveryField(t *testing.T) {
 		}
 	}
 	for d, name := range map[string]string{
-		"e16f7c44afa75fbb95a41921267d0e13df09bad5": "reclaim",  // bsm/redislock obtain: a token prefix
-		"92f8764d904ca76b901c158faf6af0f73d334991": "positive", // pottery acquired
-		"f7d725f6ae106cab687e309ef04801ba17f0d6e4": "shared",   // Symfony saveRead
-		"dbb31ff491c13918cf2cdc841aa196676b2a62ab": "form",     // Redisson unlock
-		"ce66ba022a51fcfb9fc9ccc53e6451072ae9472d": "minArg",   // redlock-universal atomic extend
-		"16bb7f81b527b9fa30be08f188ce183e6120d85b": "limitArg", // redis-semaphore acquire
+		"42dbf8a0109452946aab1cee671db213d843abc6": "reclaim",  // bsm/redislock obtain: a token prefix
+		"c76f40668b25c4be7c7e4e8fc67c7940b862be5a": "positive", // pottery acquired
+		"91e4ff4a4d3d56651f34517e64086a0037b99d40": "shared",   // Symfony saveRead
+		"ab6cd014de9972ca9a2c54e5a840467b51e29c4e": "form",     // Redisson unlock
+		"0ff9c332243cf5594adb1b999ee61e4d0802b2b8": "minArg",   // redlock-universal atomic extend
+		"9338369f2f18a09b23526b0aaf2d5439dfd9dbc1": "limitArg", // redis-semaphore acquire
 	} {
 		o := *oldBuiltin[d]
 		switch name {
@@ -306,19 +306,19 @@ var addedBuiltin = map[string]specView{
 	// number of keys, all or none; +OK or nil. The obtain takes over keys
 	// whose values start with the token (its first ARGV[2] bytes); the pttl
 	// answers the least positive PTTL, 0 when none.
-	"47eee42d938455f4ba712875fa59b383f094d84a": addedView(oldSpec{name: "bsm/redislock 0.10 obtain", kind: OpAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
+	"cc316b783714c963a08dee836e4e12e2943eb8e8": addedView(oldSpec{name: "bsm/redislock 0.10 obtain", kind: OpAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
 		multi: true, reclaim: oldSameTokenPrefix, ok: rOK, notOwned: rNil, absent: rNil}, true),
-	"0a19f20235f7dd022c036e0b53f8b6bac7ae07d8": addedView(oldSpec{name: "bsm/redislock 0.10 release", kind: OpRelease, multi: true, ok: rOK, notOwned: rNil, absent: rNil}, true),
-	"f4cb418cbf1659d296fd536e27fad8df115c49f9": addedView(oldSpec{name: "bsm/redislock 0.10 refresh", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet,
+	"a21da2c9d6ef172c13365d68de8c6b3be57cd153": addedView(oldSpec{name: "bsm/redislock 0.10 release", kind: OpRelease, multi: true, ok: rOK, notOwned: rNil, absent: rNil}, true),
+	"47ab636bc3cfd74bcce2e1da3fbadeaf0780adf2": addedView(oldSpec{name: "bsm/redislock 0.10 refresh", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet,
 		multi: true, ok: rOK, notOwned: rNil, absent: rNil}, true),
-	"8a95f6890b25a53bfe1f836ce3352991a9d21134": addedView(oldSpec{name: "bsm/redislock 0.10 pttl", kind: OpOwnerTTL, positive: true, multi: true, notOwned: rNil, absent: rNil}, false),
+	"67b4f502051effbba4e88871c0d7a41d91e1509a": addedView(oldSpec{name: "bsm/redislock 0.10 pttl", kind: OpOwnerTTL, positive: true, multi: true, notOwned: rNil, absent: rNil}, false),
 }
 
 var addedWireSHAs = map[string]string{
-	"eb0c00d98f6f33b4262419a509002884540f30be": "47eee42d938455f4ba712875fa59b383f094d84a", // bsm_redislock_v0.10 obtain.lua
-	"9470c810040e272ee6c579d8d4331aaf6332a7b1": "0a19f20235f7dd022c036e0b53f8b6bac7ae07d8", // bsm_redislock_v0.10 release.lua
-	"5a22d7e8431313862816d4416b5e46dd70fc340d": "f4cb418cbf1659d296fd536e27fad8df115c49f9", // bsm_redislock_v0.10 refresh.lua
-	"66e1084c2d842a7e8c271925aae90219fac4e129": "8a95f6890b25a53bfe1f836ce3352991a9d21134", // bsm_redislock_v0.10 pttl.lua
+	"eb0c00d98f6f33b4262419a509002884540f30be": "cc316b783714c963a08dee836e4e12e2943eb8e8", // bsm_redislock_v0.10 obtain.lua
+	"9470c810040e272ee6c579d8d4331aaf6332a7b1": "a21da2c9d6ef172c13365d68de8c6b3be57cd153", // bsm_redislock_v0.10 release.lua
+	"5a22d7e8431313862816d4416b5e46dd70fc340d": "47ab636bc3cfd74bcce2e1da3fbadeaf0780adf2", // bsm_redislock_v0.10 refresh.lua
+	"66e1084c2d842a7e8c271925aae90219fac4e129": "67b4f502051effbba4e88871c0d7a41d91e1509a", // bsm_redislock_v0.10 pttl.lua
 }
 
 // The built-in table as it was written in Go, before it became a
@@ -357,93 +357,93 @@ var oldBuiltinTable = map[string]*oldSpec{
 	// The Redlock spec's compare-and-delete and its many spellings: redlock-php,
 	// Yii2, php-lock, Laravel, ShedLock, RedLock.net, redlock-rb, pottery,
 	// redsync < 4.15, bsm/redislock 0.9, node-redlock 3, Symfony ≤ 5.1.
-	"c0c707c4bec016dafd187acc09028350cd8b3f6d": {name: "unlock", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"278b7fc39f087c6276c7b7c08962022c4fe73ba6": {name: "unlock", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.release.
-	"7207705fe594df3ae9284ac1bb02cb839e6bb6d6": {name: "redis-py release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"16d4f25a8b1272dc33002e333ca708ee3f94da4e": {name: "redis-py release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	// go-redsync ≥ 4.15 delete: -1 when the key is gone.
-	"5f851f2ef1cdcac21aa82b064c9ac022a9a7adb0": {name: "redsync delete", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rNeg1},
+	"d40d763d8f1fdb770873ffdbdc1cc2112866366a": {name: "redsync delete", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rNeg1},
 	// cheprasov/php-redis-lock release.
-	"42caa3859bd6037743b55b0464defac8bf080b0e": {name: "cheprasov release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"9bb732dd8024616f3c8a318fb9d477afc14e9c02": {name: "cheprasov release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
 
 	// Compare-and-PEXPIRE: ShedLock, pottery, redsync touch, bsm/redislock 0.9,
 	// node-redlock 3, Symfony ≤ 5.1.
-	"d4477b9f7579af482457f0c2f363525cff4ea1d4": {name: "extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"43e9817a622cba86ea5a7b09b0c27646e33f4699": {name: "extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// cheprasov/php-redis-lock update.
-	"efecc536fe048aed035d9ea11146c51a22a50835": {name: "cheprasov update", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"af915ddea5a7aaf75f7681fe9f99b463b02faff1": {name: "cheprasov update", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.reacquire.
-	"7e5b8b1c8492617cc2e01b1f67de23df28f74ccb": {name: "redis-py reacquire", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"b57b48d5536ae982a91ca9929e89a43a617db101": {name: "redis-py reacquire", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-py Lock.extend: ARGV[3] "0" adds to the remaining TTL, "1"
 	// replaces it; either way a key without a TTL is refused.
-	"f450802dd75d333e0f6e746befbe093331bc1869": {name: "redis-py extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSetIfTTL,
+	"bce326b8a0b21cc21af307b604335bbdd4e6ad86": {name: "redis-py extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSetIfTTL,
 		addIf: func(argv [][]byte) bool { return len(argv) > 2 && string(argv[2]) == "0" }, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
 	// redis-py 3.0–3.4 Lock.extend: always additive.
-	"9c88fe13df0b37e65edadc538dd26de4f193ce68": {name: "redis-py extend (3.0-3.4)", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendAdd, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
+	"ea4493c90772bac177fcb31b5f6309873fd77401": {name: "redis-py extend (3.0-3.4)", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendAdd, ok: rOne, notOwned: rZero, absent: rZero, noTTL: rZero},
 	// go-redsync ≥ 4.15 touch that also takes an absent key.
-	"1f9a1f028f75d4d6ce17714651295ce404fad2d5": {name: "redsync touch (set nx)", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rZero, absent: rZero},
+	"cd1017704a59c673128c6e8b08da814d6bf271c5": {name: "redsync touch (set nx)", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rZero, absent: rZero},
 	// RedLock.net extend: takes an absent key; -1 when held by another value.
-	"a8d0ab9aabea86c076b4e2acded05cc1c8f238df": {name: "RedLock.net extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rNeg1, absent: rZero},
+	"6838d32fb323a7aafb04f969031273b772d7f909": {name: "RedLock.net extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendClaim, ok: rOne, notOwned: rNeg1, absent: rZero},
 	// Laravel refreshLock: seconds; 0 or less persists.
-	"105542cc6c99ee666eb2c60b9e8e4a24ad25e140": {name: "Laravel refreshLock", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendPersist0, ok: rOne, notOwned: rZero, absent: rZero},
+	"3a1c45aa4afd4ee51fc9ac7ebbbda9388e05866d": {name: "Laravel refreshLock", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendPersist0, ok: rOne, notOwned: rZero, absent: rZero},
 	// Spring Integration ≥ 6.4 renew: true / false (nil).
-	"5f194d0f0fe0cffeffeffe4f82addee2324a1e7d": {name: "Spring renew", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
+	"fb00299e89f5ced6edc3926e0f407d0579b0b935": {name: "Spring renew", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.
-	"e3f5b07401d88811169ce7df28a07bdf06e990bd": {name: "python-redis-lock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
+	"2b7f23e28e42f568dd06c8b2ce170ed24766260e": {name: "python-redis-lock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
 
 	// node-redlock 4.x and 5: multi-key acquire, extend and release, each
 	// answering the number of keys it acted on.
-	"d4e6fca49c680bb234bf373ae1a42e30a8ff8a08": {name: "node-redlock acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"935fa90b5b162c7b7ab562f5982b279224fe39e1": {name: "node-redlock 4.0 acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"04401a2dcbdc523ea08ed84c75cca97e9929a74a": {name: "node-redlock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"f4a8a79d6104fa5573d6e182920d5b6a3e148ffd": {name: "node-redlock 4.0 extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
-	"12c93ff475b2fa8badc1bcee7255b6a36daa3582": {name: "node-redlock release", kind: OpRelease, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"edd4ddecf1460b13c093d7cb4fd999c17d3d76d8": {name: "node-redlock acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"5bc16a755c30caf54d7fd7bde02e9b34632e9846": {name: "node-redlock 4.0 acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"ad59565c53ba1d8128343d84e98a5aaca5739479": {name: "node-redlock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"be1fdf0fd785e3494203f029dcb1825e7d1bec67": {name: "node-redlock 4.0 extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
+	"872463717b9d8763339c3b80e81ba68c1dbb28c2": {name: "node-redlock release", kind: OpRelease, multi: true, ok: rOne, notOwned: rZero, absent: rZero},
 	// @sesamecare-oss/redlock 1.x (the maintained node-redlock fork): node-redlock
 	// 5's scripts after a redis.pcall("SELECT", ARGV[1]), the token in ARGV[2]
 	// and the TTL in ARGV[3].
-	"839536552af886818e0813b5d81bec3336d94ab9": {name: "sesamecare redlock acquire", kind: OpAcquire, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
-	"2244312780c468362b1ed6c55fd72cc5e3517638": {name: "sesamecare redlock extend", kind: OpExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
-	"662a3c3e8e989c83166a9791723691b618d27881": {name: "sesamecare redlock release", kind: OpRelease, tokenArg: 1, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"10c07aaec82e2c07140bf4c9a5d32b56bb1b4198": {name: "sesamecare redlock acquire", kind: OpAcquire, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"39bb3b0174099abf24d4dd100ba83387441e18c6": {name: "sesamecare redlock extend", kind: OpExtend, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, mode: engine.ExtendSet, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
+	"a2bd082eb5b850c50e40c345c53c6e3fa7a94022": {name: "sesamecare redlock release", kind: OpRelease, tokenArg: 1, multi: true, dbArg: 1, ok: rOne, notOwned: rZero, absent: rZero},
 	// redis-semaphore 5 Mutex: compare-and-delete (the DEL's count or 0) and
 	// compare-and-PEXPIRE (1 or 0), the key and token in locals.
-	"9c3a455e708879fedd31f9be93c7f57a228dd6b6": {name: "redis-semaphore release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
-	"91e12f6ebb7ea534f5ad5273c84a2181b727f30a": {name: "redis-semaphore refresh", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"e2a196b0eec41712d70355978832fd2a7bdfc554": {name: "redis-semaphore release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"8b94bead10f334fb89b934d1872f79565791a3fc": {name: "redis-semaphore refresh", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
 	// rueidislock (rueidis 1.0): SET NX PX or PXAT (a Unix time in ms), each
 	// followed by a GET for client-side caching (OK or nil);
 	// compare-and-PEXPIREAT (1 or 0); compare-and-delete (1 or 0).
-	"cf9786bcf2df2734ef4283a1bb09d9dbf5eeffd6": {name: "rueidislock acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
-	"9cd973e88e094776eb1ee4b10dd4a0f1d49ae5c1": {name: "rueidislock acquire (PXAT)", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, ok: rOK, notOwned: rNil, absent: rNil},
-	"636482d07912dd888d0e3d870b75d862078fff7f": {name: "rueidislock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
-	"8345b63e9cdf43d4b40c02277dd8095639769f07": {name: "rueidislock release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
+	"7c5d51c98d5832d3d6826234a6ea3cc67ca6bcc7": {name: "rueidislock acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
+	"c3690ca2eef8232e443b9599590e6648baf79d4d": {name: "rueidislock acquire (PXAT)", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, ok: rOK, notOwned: rNil, absent: rNil},
+	"57589715d151abeb56a65fa025acf56adcfe9b23": {name: "rueidislock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, absolute: true, mode: engine.ExtendSet, ok: rOne, notOwned: rZero, absent: rZero},
+	"4a2b93c641e26a1ee37fe8a6683a72a507f6895b": {name: "rueidislock release", kind: OpRelease, ok: rOne, notOwned: rZero, absent: rZero},
 	// redlock-universal 0.8 atomic extend: ARGV[1] token, ARGV[2] the least
 	// TTL left (ms) for the extension to go ahead, ARGV[3] the new TTL (ms);
 	// answers {1, TTL left before}, {0, TTL left} or {-1, TTL left or -2}.
-	"ce66ba022a51fcfb9fc9ccc53e6451072ae9472d": {name: "redlock-universal atomic extend", kind: OpExtendIfLeft, minArg: 1, ttlArg: 2, ttlUnit: time.Millisecond},
+	"0ff9c332243cf5594adb1b999ee61e4d0802b2b8": {name: "redlock-universal atomic extend", kind: OpExtendIfLeft, minArg: 1, ttlArg: 2, ttlUnit: time.Millisecond},
 	// redlock-universal 0.8 inspect: {value, PTTL}, or nil.
-	"d1bebdba7250f1ac928f967364832c96b10a6f31": {name: "redlock-universal inspect", kind: OpInspect, tokenArg: -1},
+	"9f19889350c73604172c1f050842e481e9c2de08": {name: "redlock-universal inspect", kind: OpInspect, tokenArg: -1},
 	// simple-redis-mutex 3 release: compare-and-delete, then PUBLISH on
 	// KEYS[2] a JSON naming the key and value; no reply (nil).
-	"7965b247008f47847a66205eb399c8bfc1a358cd": {name: "simple-redis-mutex release", kind: OpRelease, ok: rNil, notOwned: rNil, absent: rNil,
+	"36895f946fac8aac0ec42897a05528aef70c9c8d": {name: "simple-redis-mutex release", kind: OpRelease, ok: rNil, notOwned: rNil, absent: rNil,
 		publish: func(key, token string) string { return fmt.Sprintf(`{ "key": "%s", "value": "%s" }`, key, token) }},
 	// node-redlock 3 acquire: SET NX PX; OK or nil.
-	"af941bd341c75f42f71417c790ff831ddf365132": {name: "node-redlock 3 acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
+	"14d3bdded247160c6b86c7101b069fd841a18ace": {name: "node-redlock 3 acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// Laravel add: SETEX if absent; OK or false (nil).
-	"b8dfde8c861025bd12fb6398edfed6323c49d945": {name: "Laravel add", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Second, ok: rOK, notOwned: rNil, absent: rNil},
+	"8b64e514a958adffb2013946c36c6a8935f374d8": {name: "Laravel add", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Second, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// bsm/redislock 0.9 obtain: SET NX PX ARGV[3]; a key whose value starts
 	// with the caller's token (its first ARGV[2] bytes) is taken over.
-	"e16f7c44afa75fbb95a41921267d0e13df09bad5": {name: "bsm/redislock obtain", kind: OpAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
+	"42dbf8a0109452946aab1cee671db213d843abc6": {name: "bsm/redislock obtain", kind: OpAcquire, tokenArg: 0, ttlArg: 2, ttlUnit: time.Millisecond,
 		reclaim: oldSameTokenPrefix, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// go-zero RedisLock acquire (core/stores/redis/lockscript.lua): the
 	// holder's id renews the lock (SET PX, "OK"), anyone else's is SET NX
 	// PX (OK or nil).
-	"219aeced36860dc998017dffe18ecace408fa461": {name: "go-zero acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond,
+	"8d93ad09d858f56a5ee04aa2e6dc2be3b2c667cf": {name: "go-zero acquire", kind: OpAcquire, tokenArg: 0, ttlArg: 1, ttlUnit: time.Millisecond,
 		reclaim: oldSameToken, ok: rOK, notOwned: rNil, absent: rNil},
 
 	// bsm/redislock 0.9 PTTL: the TTL if owned, else -3.
-	"0346cd486b0a21da6d24adcd2e2905865b5df13d": {name: "bsm/redislock pttl", kind: OpOwnerTTL, notOwned: ":-3\r\n", absent: ":-3\r\n"},
+	"2a7eeb58bfd3bfd5e34ac2be357d77d7a0039f6a": {name: "bsm/redislock pttl", kind: OpOwnerTTL, notOwned: ":-3\r\n", absent: ":-3\r\n"},
 	// pottery acquired: the TTL if owned and positive, else 0.
-	"92f8764d904ca76b901c158faf6af0f73d334991": {name: "pottery acquired", kind: OpOwnerTTL, positive: true, notOwned: rZero, absent: rZero},
+	"c76f40668b25c4be7c7e4e8fc67c7940b862be5a": {name: "pottery acquired", kind: OpOwnerTTL, positive: true, notOwned: rZero, absent: rZero},
 
 	// Symfony Lock RedisStore 5.2 and later: save, saveRead,
 	// putOffExpiration, delete and exists, each answering true (1) or false
@@ -451,18 +451,18 @@ var oldBuiltinTable = map[string]*oldSpec{
 	// of each (for servers without TIME in scripts); the masters' own clocks
 	// are used either way. ARGV[2] is the token, ARGV[3] the TTL in ms;
 	// delete takes the token in ARGV[1].
-	"5636a2a41323829f84c41e69ddcf2de7d7432b11": oldSymfonySave,
-	"73d182f8abc521a91383df48dbf6e9dac99da9b0": oldSymfonySave,
-	"f7d725f6ae106cab687e309ef04801ba17f0d6e4": oldSymfonySaveRead,
-	"a5c0beea97d22dc08ccabb88e8c3340f3e38d8be": oldSymfonySaveRead,
-	"25f9def9e2d06f4ad37130d4e10bfca1bc6f9b51": oldSymfonyPutOff,
-	"87537dcf221e968c1355721883d95274fa80dbe0": oldSymfonyPutOff,
-	"9d9428c355c9b0b9f7715b2aff124bec14160056": {name: "Symfony delete", kind: OpRWRelease, tokenArg: 0, ok: rOne, notOwned: rNil, absent: rNil},
-	"0c77bafc6b9e48ba001199b3012319d11cebfb0a": oldSymfonyExists,
-	"86a7d5a034ce28460ceeb2cc0d07b713d9863558": oldSymfonyExists,
+	"9e6d15809a448e2c82f1f44edb08b511cd5941a7": oldSymfonySave,
+	"8ec68819744701b309faeae516a91b3f411403fe": oldSymfonySave,
+	"91e4ff4a4d3d56651f34517e64086a0037b99d40": oldSymfonySaveRead,
+	"f6ef36595e7a6d430f8705a26b404cf6929c4224": oldSymfonySaveRead,
+	"66215d21223c5b311ddf1883e62153ad9314c506": oldSymfonyPutOff,
+	"d848612c10009dde53989542a5c4f675eb1a5c35": oldSymfonyPutOff,
+	"fb4a50a2578344f4c218bc37fce4f5bf6c458a59": {name: "Symfony delete", kind: OpRWRelease, tokenArg: 0, ok: rOne, notOwned: rNil, absent: rNil},
+	"845477e89104dd3de331782e61f7e606675b97b8": oldSymfonyExists,
+	"a80c280c07fa62d13edd27345ea637112d72befc": oldSymfonyExists,
 	// Symfony Lock RedisStore 5.2 and later asks once whether scripts may
 	// call TIME: SET symfony_check_support_time 1 PX 1.
-	"ae83ba9b54b4150309803e466914769c75170175": {name: "Symfony TIME probe", kind: OpTimeProbe},
+	"8c35639982895b67a6132bb4d2250524aafbdd22": {name: "Symfony TIME probe", kind: OpTimeProbe},
 }
 
 var (
@@ -483,18 +483,18 @@ var oldBuiltin = func() map[string]*oldSpec {
 	renew := &oldSpec{name: "Redisson renewal", kind: OpHashExtend, tokenArg: 1, ttlArg: 0, ttlUnit: time.Millisecond}
 	specs := map[string]*oldSpec{
 		// RedissonLock.tryLockInnerAsync: ≤ 3.12, 3.13–3.18, ≥ 3.19.
-		"a090809f49e3ad9e52bb5785603c33d083bc0e10": acquire,
-		"3c2d4161e58dd28beae8f7fee7fcc19a70eb3bb6": acquire,
-		"98a0c017653008bb69b9eb3e64c3f78e0849c37d": acquire,
+		"0314dfd8f9eeb2303970822567285dd2f66f6eb3": acquire,
+		"da8a82c267e63ebd0715f98d9d629855a952bd11": acquire,
+		"768f500d461721e3c7d2b4d9c02011c9e3f920c2": acquire,
 		// unlockInnerAsync: 3.11–3.21, 3.22–3.23, ≥ 3.24.
-		"9c374801314dc6ea9bf16c7e257250d9b8a80609": {name: "Redisson unlock (3.11-3.21)", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishFixed},
-		"fdbf71922b92b6210097a1c91f2ff2bf50bc77d6": {name: "Redisson unlock (3.22-3.23)", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishArg},
-		"dbb31ff491c13918cf2cdc841aa196676b2a62ab": {name: "Redisson unlock", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishLatch},
+		"e8ba4578b34d5a72da67296df9c5cb5511d6463a": {name: "Redisson unlock (3.11-3.21)", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishFixed},
+		"d737cf5921f1aa2b1799d2b5bb492337375a1a40": {name: "Redisson unlock (3.22-3.23)", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishArg},
+		"ab6cd014de9972ca9a2c54e5a840467b51e29c4e": {name: "Redisson unlock", kind: OpHashRelease, tokenArg: 2, ttlArg: 1, ttlUnit: time.Millisecond, form: HashPublishLatch},
 		// renewExpirationAsync (≤ 3.43) and LockTask's batch (≥ 3.44).
-		"0750b1c76f1074d998f2ecb995bcc0b87fcd1cf5": renew,
-		"abfa810b3dac879e8a0feed07ff81e7052f11252": {name: "Redisson batched renewal", kind: OpHashExtendBatch, tokenArg: 1, ttlArg: 0, ttlUnit: time.Millisecond, multi: true},
+		"de633ca364455db1e1d33351ffd9d8cc7add3421": renew,
+		"e06c2cadc840d716824e9a18aa02b6ed4b3ee973": {name: "Redisson batched renewal", kind: OpHashExtendBatch, tokenArg: 1, ttlArg: 0, ttlUnit: time.Millisecond, multi: true},
 		// forceUnlockAsync.
-		"4f5061130d3cfcc31c73ca88d614f1e3587f4e34": {name: "Redisson forceUnlock", kind: OpHashForceUnlock, tokenArg: -1},
+		"6a7677933c73c152a3f522c00e1e923d2efcbfdf": {name: "Redisson forceUnlock", kind: OpHashForceUnlock, tokenArg: -1},
 	}
 	for d, sp := range specs {
 		out[d] = sp
@@ -502,79 +502,79 @@ var oldBuiltin = func() map[string]*oldSpec {
 	// redis-semaphore 5's Semaphore: acquire and refresh, answering 1 or 0;
 	// ARGV[1] the number of permits, ARGV[2] the identifier, ARGV[3] the
 	// lock timeout in ms.
-	out["16bb7f81b527b9fa30be08f188ce183e6120d85b"] = &oldSpec{name: "redis-semaphore Semaphore acquire", kind: OpPermitAcquire, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
-	out["e739f8051b6611c4bad5b041b79a24fce45a6069"] = &oldSpec{name: "redis-semaphore Semaphore refresh", kind: OpPermitRefresh, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
+	out["9338369f2f18a09b23526b0aaf2d5439dfd9dbc1"] = &oldSpec{name: "redis-semaphore Semaphore acquire", kind: OpPermitAcquire, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
+	out["7f9d954992712b09267a025c87dc9d4591085c2c"] = &oldSpec{name: "redis-semaphore Semaphore refresh", kind: OpPermitRefresh, limitArg: 0, tokenArg: 1, ttlArg: 2, ttlUnit: time.Millisecond, ok: rOne, notOwned: rZero, absent: rZero}
 	return out
 }()
 
 var oldWireSHAs = map[string]string{
-	"4e92fdc63815b3a0a2dd1c1df3694de73607c88d": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // antirez_redlock_rb
-	"80a1b5f2cfccec3b7119ba7721d2127682b691a7": "e16f7c44afa75fbb95a41921267d0e13df09bad5", // bsm_redislock_v0
-	"6484da7d58920897fdc22b7f9afd1a3d47524ea8": "0346cd486b0a21da6d24adcd2e2905865b5df13d", // bsm_redislock_v0
-	"a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // bsm_redislock_v0, node_redlock_v3
-	"cf0e94b2e9ffc7e04395cf88f7583fc309985910": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // bsm_redislock_v0, node_redlock_v3
-	"9bdce90060b1eb1923ba581ffba7051865f063d7": "42caa3859bd6037743b55b0464defac8bf080b0e", // cheprasov
-	"b414769872ec8518662b9f29e83fc691b0349f45": "efecc536fe048aed035d9ea11146c51a22a50835", // cheprasov
-	"a08c9c69b7c07ae2485190873b90d128a23e502d": "b8dfde8c861025bd12fb6398edfed6323c49d945", // laravel
-	"d5f94f1848f0c54fff99d99dbc4d54184a157c02": "105542cc6c99ee666eb2c60b9e8e4a24ad25e140", // laravel
-	"647c65a442733a1aa440f99908d249d13b4d6c4a": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // laravel
-	"acaf90b4697bb48bb5f603e9e613a54df7536c70": "f4a8a79d6104fa5573d6e182920d5b6a3e148ffd", // node_redlock_4
-	"d01fb69e6ecc8bad3ca9bacba9f4f9e96862313f": "935fa90b5b162c7b7ab562f5982b279224fe39e1", // node_redlock_4
-	"1d48b4c6fea2cdadc46b3346de5c2eaf121c7bb3": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_4
-	"517e7ed95f00c0c4a209c6a7afcc6ab797d30b85": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_4
-	"e5a322e2634ef59a516e8ea150cb085afafee684": "d4e6fca49c680bb234bf373ae1a42e30a8ff8a08", // node_redlock_4, node_redlock_v4
-	"862f31bf38e9b63ce28d6e9e5143551bb34ef981": "af941bd341c75f42f71417c790ff831ddf365132", // node_redlock_v3
-	"ce46f80993d5dac20dd066eb301a4e37994bdbed": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_v4
-	"0f0f23b9048b36752b5be114f357ba083449f908": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_v4
-	"96da70f7716f27d278a5218544df37fd8b0a5e4c": "d4e6fca49c680bb234bf373ae1a42e30a8ff8a08", // node_redlock_v5
-	"aed6f382e410db8ba7926d4e5e9aab410bf2a78a": "04401a2dcbdc523ea08ed84c75cca97e9929a74a", // node_redlock_v5
-	"e4612211c9f8f51c257e26e056b0a654b3187242": "12c93ff475b2fa8badc1bcee7255b6a36daa3582", // node_redlock_v5
-	"a3c474d56e072c9dde09ba0b8a0018a026cdff7f": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // php_lock_2x
-	"d220654d7721ae520b15ed0e24a4cc97024efa08": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // php_lock_3x
-	"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992": "92f8764d904ca76b901c158faf6af0f73d334991", // pottery
-	"ba015a80261b616e7a62d35df0b8e3edbe6c9414": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // pottery
-	"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // pottery
-	"fed16109024d968d9496e4140fe1355bac05ebff": "e3f5b07401d88811169ce7df28a07bdf06e990bd", // python_redis_lock
-	"a4e8783852e6b949f9ef3a97212805108459a890": "f450802dd75d333e0f6e746befbe093331bc1869", // redispy
-	"4a484ac024e9b025224cd9f8e1d59dbf3c15d00d": "9c88fe13df0b37e65edadc538dd26de4f193ce68", // redispy
-	"1cac51482acf5858da00f6d685d68f886cd6b6b2": "7e5b8b1c8492617cc2e01b1f67de23df28f74ccb", // redispy
-	"c3f8721cbb97f72bc19e972846bd7aaf91901658": "7207705fe594df3ae9284ac1bb02cb839e6bb6d6", // redispy
-	"9f614a785a5f9ae8c6396c6b4bf94d2087342603": "a8d0ab9aabea86c076b4e2acded05cc1c8f238df", // redlock_net
-	"18b2a577dbe847b16bebde190d69a1613d68e60e": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redlock_net
-	"8e4905cee18e7c3188d10f2b8b170e403baed34f": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redlock_rb_gem
-	"00583931c4e4d483f6233879c133c71ed5393f9d": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // redsync_v4
-	"e950836ed1e694540c503ef9972b8de518044d3b": "5f851f2ef1cdcac21aa82b064c9ac022a9a7adb0", // redsync_v4
-	"d75bb8b5bd13532ddedd17762e772346e39b321e": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // redsync_v4
-	"b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79": "1f9a1f028f75d4d6ce17714651295ce404fad2d5", // redsync_v4
-	"bec85b1c518b7ba0348a49c79b24adbb1ca95d3b": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // ronnylt_redlock_php, symfony_le5
-	"194f3902b2dd08557818d09fc2e7682d91480e53": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // shedlock
-	"67256370c2d1c87e2250898075542b1a7fa5b917": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // shedlock
-	"879e0f7b8d83c3266d4e996627438c05dbda0b89": "5f194d0f0fe0cffeffeffe4f82addee2324a1e7d", // spring_int_ge6
-	"ae948f48c8da9feb2e215c474a412c605d33ff30": "d4477b9f7579af482457f0c2f363525cff4ea1d4", // symfony_le5
-	"64fb5624bc429fd3a7351146e3f479a4c8bb251e": "c0c707c4bec016dafd187acc09028350cd8b3f6d", // yii2
+	"4e92fdc63815b3a0a2dd1c1df3694de73607c88d": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // antirez_redlock_rb
+	"80a1b5f2cfccec3b7119ba7721d2127682b691a7": "42dbf8a0109452946aab1cee671db213d843abc6", // bsm_redislock_v0
+	"6484da7d58920897fdc22b7f9afd1a3d47524ea8": "2a7eeb58bfd3bfd5e34ac2be357d77d7a0039f6a", // bsm_redislock_v0
+	"a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf": "43e9817a622cba86ea5a7b09b0c27646e33f4699", // bsm_redislock_v0, node_redlock_v3
+	"cf0e94b2e9ffc7e04395cf88f7583fc309985910": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // bsm_redislock_v0, node_redlock_v3
+	"9bdce90060b1eb1923ba581ffba7051865f063d7": "9bb732dd8024616f3c8a318fb9d477afc14e9c02", // cheprasov
+	"b414769872ec8518662b9f29e83fc691b0349f45": "af915ddea5a7aaf75f7681fe9f99b463b02faff1", // cheprasov
+	"a08c9c69b7c07ae2485190873b90d128a23e502d": "8b64e514a958adffb2013946c36c6a8935f374d8", // laravel
+	"d5f94f1848f0c54fff99d99dbc4d54184a157c02": "3a1c45aa4afd4ee51fc9ac7ebbbda9388e05866d", // laravel
+	"647c65a442733a1aa440f99908d249d13b4d6c4a": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // laravel
+	"acaf90b4697bb48bb5f603e9e613a54df7536c70": "be1fdf0fd785e3494203f029dcb1825e7d1bec67", // node_redlock_4
+	"d01fb69e6ecc8bad3ca9bacba9f4f9e96862313f": "5bc16a755c30caf54d7fd7bde02e9b34632e9846", // node_redlock_4
+	"1d48b4c6fea2cdadc46b3346de5c2eaf121c7bb3": "ad59565c53ba1d8128343d84e98a5aaca5739479", // node_redlock_4
+	"517e7ed95f00c0c4a209c6a7afcc6ab797d30b85": "872463717b9d8763339c3b80e81ba68c1dbb28c2", // node_redlock_4
+	"e5a322e2634ef59a516e8ea150cb085afafee684": "edd4ddecf1460b13c093d7cb4fd999c17d3d76d8", // node_redlock_4, node_redlock_v4
+	"862f31bf38e9b63ce28d6e9e5143551bb34ef981": "14d3bdded247160c6b86c7101b069fd841a18ace", // node_redlock_v3
+	"ce46f80993d5dac20dd066eb301a4e37994bdbed": "ad59565c53ba1d8128343d84e98a5aaca5739479", // node_redlock_v4
+	"0f0f23b9048b36752b5be114f357ba083449f908": "872463717b9d8763339c3b80e81ba68c1dbb28c2", // node_redlock_v4
+	"96da70f7716f27d278a5218544df37fd8b0a5e4c": "edd4ddecf1460b13c093d7cb4fd999c17d3d76d8", // node_redlock_v5
+	"aed6f382e410db8ba7926d4e5e9aab410bf2a78a": "ad59565c53ba1d8128343d84e98a5aaca5739479", // node_redlock_v5
+	"e4612211c9f8f51c257e26e056b0a654b3187242": "872463717b9d8763339c3b80e81ba68c1dbb28c2", // node_redlock_v5
+	"a3c474d56e072c9dde09ba0b8a0018a026cdff7f": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // php_lock_2x
+	"d220654d7721ae520b15ed0e24a4cc97024efa08": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // php_lock_3x
+	"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992": "c76f40668b25c4be7c7e4e8fc67c7940b862be5a", // pottery
+	"ba015a80261b616e7a62d35df0b8e3edbe6c9414": "43e9817a622cba86ea5a7b09b0c27646e33f4699", // pottery
+	"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // pottery
+	"fed16109024d968d9496e4140fe1355bac05ebff": "2b7f23e28e42f568dd06c8b2ce170ed24766260e", // python_redis_lock
+	"a4e8783852e6b949f9ef3a97212805108459a890": "bce326b8a0b21cc21af307b604335bbdd4e6ad86", // redispy
+	"4a484ac024e9b025224cd9f8e1d59dbf3c15d00d": "ea4493c90772bac177fcb31b5f6309873fd77401", // redispy
+	"1cac51482acf5858da00f6d685d68f886cd6b6b2": "b57b48d5536ae982a91ca9929e89a43a617db101", // redispy
+	"c3f8721cbb97f72bc19e972846bd7aaf91901658": "16d4f25a8b1272dc33002e333ca708ee3f94da4e", // redispy
+	"9f614a785a5f9ae8c6396c6b4bf94d2087342603": "6838d32fb323a7aafb04f969031273b772d7f909", // redlock_net
+	"18b2a577dbe847b16bebde190d69a1613d68e60e": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // redlock_net
+	"8e4905cee18e7c3188d10f2b8b170e403baed34f": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // redlock_rb_gem
+	"00583931c4e4d483f6233879c133c71ed5393f9d": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // redsync_v4
+	"e950836ed1e694540c503ef9972b8de518044d3b": "d40d763d8f1fdb770873ffdbdc1cc2112866366a", // redsync_v4
+	"d75bb8b5bd13532ddedd17762e772346e39b321e": "43e9817a622cba86ea5a7b09b0c27646e33f4699", // redsync_v4
+	"b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79": "cd1017704a59c673128c6e8b08da814d6bf271c5", // redsync_v4
+	"bec85b1c518b7ba0348a49c79b24adbb1ca95d3b": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // ronnylt_redlock_php, symfony_le5
+	"194f3902b2dd08557818d09fc2e7682d91480e53": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // shedlock
+	"67256370c2d1c87e2250898075542b1a7fa5b917": "43e9817a622cba86ea5a7b09b0c27646e33f4699", // shedlock
+	"879e0f7b8d83c3266d4e996627438c05dbda0b89": "fb00299e89f5ced6edc3926e0f407d0579b0b935", // spring_int_ge6
+	"ae948f48c8da9feb2e215c474a412c605d33ff30": "43e9817a622cba86ea5a7b09b0c27646e33f4699", // symfony_le5
+	"64fb5624bc429fd3a7351146e3f479a4c8bb251e": "278b7fc39f087c6276c7b7c08962022c4fe73ba6", // yii2
 	// Symfony Lock 5.2 and later (the same text that 7.2 and later send by EVALSHA).
-	"6fdee501a3714553b74c0d67687b921b90b05d18": "5636a2a41323829f84c41e69ddcf2de7d7432b11", // symfony save
-	"abdbb1413a25737fc4cfb9cf79ace1a22dad6ab3": "73d182f8abc521a91383df48dbf6e9dac99da9b0", // symfony save, ARGV clock
-	"b5745b5be27d9033eb5d3eb254df2faf502b88df": "f7d725f6ae106cab687e309ef04801ba17f0d6e4", // symfony saveRead
-	"dee54f77398d3c6d122b4111f3af8ccf1a93ac93": "a5c0beea97d22dc08ccabb88e8c3340f3e38d8be", // symfony saveRead, ARGV clock
-	"63be12a3515941092212f15c08327d60916de9fa": "25f9def9e2d06f4ad37130d4e10bfca1bc6f9b51", // symfony putOffExpiration
-	"fe7bee082a8220c6b621ace999a1ab57c4ab5145": "87537dcf221e968c1355721883d95274fa80dbe0", // symfony putOffExpiration, ARGV clock
-	"a70f7f5087a0cb2c2c9ca50d1f64e234c2628f0c": "9d9428c355c9b0b9f7715b2aff124bec14160056", // symfony delete
-	"3b6bdbbe16f821f49177b16c7707f331f015a779": "0c77bafc6b9e48ba001199b3012319d11cebfb0a", // symfony exists
-	"e27f94ac94f5d96f23f2e8697462233b6349a566": "86a7d5a034ce28460ceeb2cc0d07b713d9863558", // symfony exists, ARGV clock
+	"6fdee501a3714553b74c0d67687b921b90b05d18": "9e6d15809a448e2c82f1f44edb08b511cd5941a7", // symfony save
+	"abdbb1413a25737fc4cfb9cf79ace1a22dad6ab3": "8ec68819744701b309faeae516a91b3f411403fe", // symfony save, ARGV clock
+	"b5745b5be27d9033eb5d3eb254df2faf502b88df": "91e4ff4a4d3d56651f34517e64086a0037b99d40", // symfony saveRead
+	"dee54f77398d3c6d122b4111f3af8ccf1a93ac93": "f6ef36595e7a6d430f8705a26b404cf6929c4224", // symfony saveRead, ARGV clock
+	"63be12a3515941092212f15c08327d60916de9fa": "66215d21223c5b311ddf1883e62153ad9314c506", // symfony putOffExpiration
+	"fe7bee082a8220c6b621ace999a1ab57c4ab5145": "d848612c10009dde53989542a5c4f675eb1a5c35", // symfony putOffExpiration, ARGV clock
+	"a70f7f5087a0cb2c2c9ca50d1f64e234c2628f0c": "fb4a50a2578344f4c218bc37fce4f5bf6c458a59", // symfony delete
+	"3b6bdbbe16f821f49177b16c7707f331f015a779": "845477e89104dd3de331782e61f7e606675b97b8", // symfony exists
+	"e27f94ac94f5d96f23f2e8697462233b6349a566": "a80c280c07fa62d13edd27345ea637112d72befc", // symfony exists, ARGV clock
 	// Redisson (redisson.go's init).
-	"9401052d872adfd0179ef8c8e8c028512707629a": "a090809f49e3ad9e52bb5785603c33d083bc0e10",
-	"dad0f8d619e548e04f21fb48d50be5034df3adae": "3c2d4161e58dd28beae8f7fee7fcc19a70eb3bb6",
-	"149c5a8bf18676fd99e9e6e24923bd64d9b62f94": "98a0c017653008bb69b9eb3e64c3f78e0849c37d",
-	"3ffe249c16dee540ac8ab32e39bd408626b9aff7": "9c374801314dc6ea9bf16c7e257250d9b8a80609",
-	"778cea8aada230ae060b432fc333adaec85f2f4c": "fdbf71922b92b6210097a1c91f2ff2bf50bc77d6",
-	"6866459238a13a701d42f4971f12d9f3a50e2442": "dbb31ff491c13918cf2cdc841aa196676b2a62ab",
-	"8e19a1ddbdee9138df9f32a480c57addab4353d1": "0750b1c76f1074d998f2ecb995bcc0b87fcd1cf5",
-	"6a3d31570dc6f4b0bd32bcdc8e75667747c6f635": "abfa810b3dac879e8a0feed07ff81e7052f11252",
-	"605e338249a7a1d40df83b04f7658354f883b41b": "4f5061130d3cfcc31c73ca88d614f1e3587f4e34",
+	"9401052d872adfd0179ef8c8e8c028512707629a": "0314dfd8f9eeb2303970822567285dd2f66f6eb3",
+	"dad0f8d619e548e04f21fb48d50be5034df3adae": "da8a82c267e63ebd0715f98d9d629855a952bd11",
+	"149c5a8bf18676fd99e9e6e24923bd64d9b62f94": "768f500d461721e3c7d2b4d9c02011c9e3f920c2",
+	"3ffe249c16dee540ac8ab32e39bd408626b9aff7": "e8ba4578b34d5a72da67296df9c5cb5511d6463a",
+	"778cea8aada230ae060b432fc333adaec85f2f4c": "d737cf5921f1aa2b1799d2b5bb492337375a1a40",
+	"6866459238a13a701d42f4971f12d9f3a50e2442": "ab6cd014de9972ca9a2c54e5a840467b51e29c4e",
+	"8e19a1ddbdee9138df9f32a480c57addab4353d1": "de633ca364455db1e1d33351ffd9d8cc7add3421",
+	"6a3d31570dc6f4b0bd32bcdc8e75667747c6f635": "e06c2cadc840d716824e9a18aa02b6ed4b3ee973",
+	"605e338249a7a1d40df83b04f7658354f883b41b": "6a7677933c73c152a3f522c00e1e923d2efcbfdf",
 	// redis-semaphore 5.8 (its init).
-	"43ebdb49120d170e08af560cb4e46e36f8585936": "16bb7f81b527b9fa30be08f188ce183e6120d85b",
-	"999a49a1d07671a8027165641001f5bad44608b3": "e739f8051b6611c4bad5b041b79a24fce45a6069",
+	"43ebdb49120d170e08af560cb4e46e36f8585936": "9338369f2f18a09b23526b0aaf2d5439dfd9dbc1",
+	"999a49a1d07671a8027165641001f5bad44608b3": "7f9d954992712b09267a025c87dc9d4591085c2c",
 }
 
 // oldSameTokenPrefix: ARGV[2] is the length of the token that starts ARGV[1].

@@ -10,8 +10,8 @@ import (
 // not.
 func TestParseBuiltinRefuses(t *testing.T) {
 	const (
-		d1 = "c0c707c4bec016dafd187acc09028350cd8b3f6d"
-		d2 = "7207705fe594df3ae9284ac1bb02cb839e6bb6d6"
+		d1 = "278b7fc39f087c6276c7b7c08962022c4fe73ba6"
+		d2 = "16d4f25a8b1272dc33002e333ca708ee3f94da4e"
 	)
 	entry := func(keys string) string {
 		return "[[scripts]]\n" + keys + "\nop = \"release\"\ntoken_arg = 1\n"
@@ -21,7 +21,7 @@ func TestParseBuiltinRefuses(t *testing.T) {
 		{entry(`digests = ["` + d1 + `"]`), "name is missing"},
 		{entry(`name = "a"` + "\n" + `file = "a.lua"` + "\n" + `digests = ["` + d1 + `"]`), "file: a built-in script is known by its digests"},
 		{entry(`name = "a"`), "digests: at least one"},
-		{entry(`name = "a"` + "\n" + `digests = ["C0C707C4BEC016DAFD187ACC09028350CD8B3F6D"]`), "digests: \"C0C707"},
+		{entry(`name = "a"` + "\n" + `digests = ["278B7FC39F087C6276C7B7C08962022C4FE73BA6"]`), "digests: \"278B7F"},
 		{entry(`name = "a"` + "\n" + `digests = ["` + d1 + `", "` + d1 + `"]`), "digests: " + d1 + " is listed twice"},
 		{entry(`name = "a"`+"\n"+`digests = ["`+d1+`"]`) + entry(`name = "b"`+"\n"+`digests = ["`+d1+`"]`), `scripts[1] (b): digests: ` + d1 + ` is already "a"'s`},
 		{entry(`name = "a"`+"\n"+`digests = ["`+d1+`"]`+"\n"+`wire_shas = ["`+d2+`"]`) +

@@ -31,9 +31,12 @@ func NewCache(max int, custom map[string]*Spec) *Cache {
 }
 
 // Lookup recognises a script: the operator's own scripts first, then the
-// built-in ones.
+// built-in ones. A text Digest does not recognise is no script's: nil.
 func (s *Cache) Lookup(src string) *Spec {
-	d := Digest(src)
+	d, err := Digest(src)
+	if err != nil {
+		return nil
+	}
 	if sp, ok := s.custom[d]; ok {
 		return sp
 	}

@@ -60,7 +60,11 @@ func Specs(cfgs []Config) (map[string]*Spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scripts[%d] (%s): %w", i, c.File, err)
 		}
-		out[Digest(c.Source)] = sp
+		d, err := Digest(c.Source)
+		if err != nil {
+			return nil, fmt.Errorf("scripts[%d] (%s): %w", i, c.File, err)
+		}
+		out[d] = sp
 	}
 	return out, nil
 }

@@ -294,3 +294,12 @@ func TestOperatorEntryTakesABuiltinsPlace(t *testing.T) {
 		t.Fatalf("by wire SHA1: %+v", sp)
 	}
 }
+
+// A declared script the proxy cannot read as Lua with certainty could
+// never be recognised: it is a configuration error that says why.
+func TestSpecsRefuseAnUnreadableScript(t *testing.T) {
+	_, err := Specs([]Config{{File: "mine.lua", Source: "return redis.call('del', KEYS[1]) -- \x00", Op: "release", TokenArg: 1}})
+	if err == nil || !strings.Contains(err.Error(), "scripts[0] (mine.lua): not a script the proxy recognises: line 1: a NUL byte") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,7 +1,9 @@
 // Package lockscripts recognises the lock scripts of the lock libraries:
-// it folds a script's spellings onto one normalised text (normalize.go),
-// keys it by the SHA1 of that text, and maps it to a Spec, the quorum
-// operation it stands for and the replies its library expects.
+// it reads a script's tokens as Lua 5.1 does (lex.go), folds its spellings
+// onto one normalised text built from them (normalize.go), keys it by the
+// SHA1 of that text, and maps it to a Spec, the quorum operation it stands
+// for and the replies its library expects. A text it cannot read with
+// certainty is no script's.
 //
 // One vocabulary declares every script: the operator's [[scripts]] entries
 // (Config, read by config.go) and the libraries' scripts, declared in the
