@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,6 +29,7 @@ const defaultUser = "default"
 type clientAuth struct {
 	password string
 	users    map[string]*user
+	names    []string // every user, the default one among them, sorted (ACL USERS)
 }
 
 // user is one of proxy.users.
@@ -41,7 +44,7 @@ type user struct {
 }
 
 func newClientAuth(p ProxyConfig) *clientAuth {
-	a := &clientAuth{password: p.Password, users: make(map[string]*user, len(p.Users))}
+	a := &clientAuth{password: p.Password, users: make(map[string]*user, len(p.Users)), names: []string{defaultUser}}
 	for _, uc := range p.Users {
 		u := &user{name: uc.Name, password: uc.Password, allKeys: uc.Keys == nil, locks: uc.Locks == nil || *uc.Locks}
 		for _, k := range uc.Keys {
@@ -55,7 +58,9 @@ func newClientAuth(p ProxyConfig) *clientAuth {
 			}
 		}
 		a.users[uc.Name] = u
+		a.names = append(a.names, uc.Name)
 	}
+	slices.Sort(a.names)
 	return a
 }
 
@@ -164,6 +169,45 @@ func preAuth(name string, args [][]byte) bool {
 // longer one of proxy.users (a reload removed it).
 func (s *Server) userGone(st *client) bool {
 	return st.user != "" && s.auth.Load().users[st.user] == nil
+}
+
+// aclList is ACL LIST's lines, one per user, in Redis's format: every
+// channel and command (the proxy checks neither), the keys as the user's
+// patterns say, passwords as their SHA-256 (never the passwords).
+func (a *clientAuth) aclList() []string {
+	lines := make([]string, 0, len(a.names))
+	for _, name := range a.names {
+		var b strings.Builder
+		b.WriteString("user " + name)
+		if name == defaultUser {
+			switch {
+			case a.password != "":
+				b.WriteString(" on #" + sha256Hex(a.password))
+			case len(a.users) == 0:
+				b.WriteString(" on nopass") // no AUTH: every client is the default user
+			default:
+				b.WriteString(" off") // users, and no password for the default one: it cannot authenticate
+			}
+			b.WriteString(" ~*")
+		} else {
+			u := a.users[name]
+			b.WriteString(" on #" + sha256Hex(u.password))
+			if u.allKeys {
+				b.WriteString(" ~*")
+			}
+			for _, p := range u.patterns {
+				b.WriteString(" ~" + string(p))
+			}
+		}
+		b.WriteString(" &* +@all")
+		lines = append(lines, b.String())
+	}
+	return lines
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
 
 // userRefusal is the error for a command its user may not run: one that

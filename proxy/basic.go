@@ -238,8 +238,12 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 }
 
 func (s *Server) clientLine(c redcon.Conn, st *client) string {
+	user := st.user
+	if user == "" {
+		user = defaultUser
+	}
 	return "id=" + strconv.FormatInt(st.id, 10) + " addr=" + c.RemoteAddr() + " name=" + st.name +
-		" db=0 multi=" + strconv.FormatBool(st.multi) + " resp=" + strconv.Itoa(max(st.proto, 2)) +
+		" db=0 multi=" + strconv.FormatBool(st.multi) + " user=" + user + " resp=" + strconv.Itoa(max(st.proto, 2)) +
 		" lib-name=" + st.libName + " lib-ver=" + st.libVer
 }
 

@@ -290,8 +290,8 @@ var lockCommands = map[string]struct{}{
 // be queued in MULTI ("" for one that can): what the boundary refuses
 // anywhere (boundary.go), first, as Redis checks a user's permissions
 // before it queues a command; then lock commands, those that would change
-// what the client's backend connection is for, and scripts on a voting
-// backend.
+// what the client's backend connection is for, ACL's subcommands that the
+// proxy answers, and scripts on a voting backend.
 func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 	if msg := s.refusal(st, lookup(args[0]), args); msg != "" {
 		return msg
@@ -307,6 +307,8 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 		return "ERR redlock-proxy: CLIENT TRACKING cannot be queued in MULTI through the proxy; the transaction will be aborted"
 	case s.touchesLockKey(name, args):
 		return errLockInMulti
+	case name == "acl" && len(args) > 1 && aclAnswered(args[1]):
+		return "ERR redlock-proxy: ACL " + strings.ToUpper(echo(args[1])) + " cannot be queued in MULTI through the proxy (the proxy answers it, for its own users); the transaction will be aborted"
 	}
 	return ""
 }

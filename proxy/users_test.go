@@ -71,6 +71,7 @@ func TestUserKeysLikeRedis(t *testing.T) {
 	unlock := unlockSpellings[0]
 	cmds := [][]string{
 		{"AUTH", "u", "p"},
+		{"ACL", "WHOAMI"},
 		{"GET", "app:x"},
 		{"SET", "app:y", "1"},
 		{"GET", "other:x"},
@@ -115,6 +116,7 @@ func TestUserKeysLikeRedis(t *testing.T) {
 		{"GET", "other:x"},
 		{"EXEC"},
 		{"GET", "app:t"},
+		{"ACL", "WHOAMI", "extra"},
 	}
 	want := rawReplies(t, plain, cmds...)
 	got := rawReplies(t, e.addr, cmds...)
@@ -128,6 +130,74 @@ func TestUserKeysLikeRedis(t *testing.T) {
 	}
 	// The lock u could not release is still held, on every master.
 	mustEqual(t, "copies of lock:held", count(e.onMasters("lock:held"), "other"), 3)
+}
+
+// ACL LIST and ACL USERS answer for the proxy's users as a redis-server
+// with equivalent users answers (and no password in the clear); ACL
+// WHOAMI names the connection's user.
+func TestACLListLikeRedis(t *testing.T) {
+	e := usersEnv(t, nil)
+	plain := startPlain(t)
+	for _, cmd := range [][]string{
+		{"ACL", "SETUSER", "u", "on", ">p", "~app:*", "~lock:app:*", "&*", "+@all"},
+		{"ACL", "SETUSER", "reader", "on", ">r", "~lock:*", "&*", "+@all"},
+		{"ACL", "SETUSER", "all", "on", ">a", "~*", "&*", "+@all"},
+		{"CONFIG", "SET", "requirepass", "dpw"},
+	} {
+		if r := rawReplies(t, plain, cmd)[0]; r != "+OK\r\n" {
+			t.Fatalf("%v on the plain Redis: %q", cmd, r)
+		}
+	}
+	cmds := [][]string{{"AUTH", "dpw"}, {"ACL", "LIST"}, {"ACL", "USERS"}, {"ACL", "WHOAMI"}, {"acl", "list", "x"}, {"ACL", "users", "x"},
+		{"AUTH", "reader", "r"}, {"ACL", "WHOAMI"}, {"ACL", "LIST"}}
+	want := rawReplies(t, plain, cmds...)
+	got := rawReplies(t, e.addr, cmds...)
+	for i := range cmds {
+		if got[i] != want[i] {
+			t.Errorf("%q: proxy %q, Redis %q", cmds[i], got[i], want[i])
+		}
+	}
+	for _, pw := range []string{"dpw", "\r\np\r\n", "\r\nr\r\n", "\r\na\r\n"} {
+		if strings.Contains(got[1], pw) {
+			t.Fatalf("ACL LIST shows a password: %q", got[1])
+		}
+	}
+	// In MULTI it would be the backend's answer: refused.
+	r := rawReplies(t, e.addr, []string{"AUTH", "dpw"}, []string{"MULTI"}, []string{"ACL", "WHOAMI"}, []string{"EXEC"})
+	if !strings.HasPrefix(r[2], "-ERR redlock-proxy: ACL WHOAMI cannot be queued in MULTI") || !strings.HasPrefix(r[3], "-EXECABORT") {
+		t.Fatalf("ACL WHOAMI in MULTI: %q", r)
+	}
+	// Other subcommands pass through to the backend, as before.
+	if r := rawReplies(t, e.addr, []string{"AUTH", "dpw"}, []string{"ACL", "CAT", "keyspace"}); !strings.HasPrefix(r[1], "*") {
+		t.Fatalf("ACL CAT: %q", r)
+	}
+}
+
+// Without AUTH (no password, no users) every client is the default user,
+// as on a Redis without requirepass; the default user's ACL LIST line is
+// Redis's.
+func TestACLWhoamiWithoutAuth(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	plain := startPlain(t)
+	cmds := [][]string{{"ACL", "WHOAMI"}, {"ACL", "LIST"}, {"ACL", "USERS"}, {"CLIENT", "INFO"}}
+	want := rawReplies(t, plain, cmds...)
+	got := rawReplies(t, e.addr, cmds...)
+	for i := range cmds[:3] {
+		if got[i] != want[i] {
+			t.Errorf("%q: proxy %q, Redis %q", cmds[i], got[i], want[i])
+		}
+	}
+	if !strings.Contains(got[3], " user=default ") {
+		t.Errorf("CLIENT INFO: %q", got[3])
+	}
+	// With users and no proxy.password, the default user cannot
+	// authenticate: it is off.
+	e2 := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Users = []proxy.UserConfig{{Name: "app", Password: "p"}} })
+	r := rawReplies(t, e2.addr, []string{"AUTH", "app", "p"}, []string{"ACL", "LIST"}, []string{"ACL", "WHOAMI"}, []string{"CLIENT", "INFO"})
+	if !strings.Contains(r[1], "user default off ~* &* +@all\r\n") || !strings.Contains(r[1], "user app on #") || r[2] != "$3\r\napp\r\n" ||
+		!strings.Contains(r[3], " user=app ") {
+		t.Fatalf("ACL LIST, WHOAMI, CLIENT INFO: %q", r)
+	}
 }
 
 // A user that may not take locks is refused every lock operation with
