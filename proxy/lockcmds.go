@@ -39,10 +39,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	ttl := o.ttl(time.Now())
 	if o.expire != "" && ttl <= 0 {
-		// An absolute time already past: Redis would store and drop it at
-		// once; as a lock it has no validity, so nothing is stored.
-		s.m.Acquire(engine.ErrValiditySpent, 0)
-		c.WriteNull()
+		s.setNXPast(c, args[1], o.get)
 		return
 	}
 	s.acquire(c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
@@ -52,6 +49,38 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteNull()
 		}
 	})
+}
+
+// setNXPast answers SET … NX with an absolute expiry already past (PXAT,
+// EXAT) as Redis does, without writing anything: Redis stores the key and
+// drops it at once when it is absent (OK; with GET, nil: no old value), and
+// leaves it when it exists (nil; with GET, its value). As a lock it would
+// have no validity, so nothing is stored on any master; whether the key is
+// absent is read from the quorum, as GET reads it, and NOQUORUM answers
+// where that cannot be known.
+func (s *Server) setNXPast(c redcon.Conn, key []byte, get bool) {
+	k, typ, err := s.readAnyType(key)
+	switch {
+	case err != nil:
+		s.m.Acquire(err, 0)
+		writeErr(c, err)
+	case !k.Exists:
+		s.m.Acquire(engine.ErrValiditySpent, 0)
+		if get {
+			c.WriteNull()
+		} else {
+			c.WriteString("OK")
+		}
+	case get && typ != "string":
+		c.WriteError(wrongType)
+	default:
+		s.m.Acquire(engine.ErrNotAcquired, 0)
+		if get {
+			c.WriteBulkString(k.Value)
+		} else {
+			c.WriteNull()
+		}
+	}
 }
 
 // cmdSetNX is SET NX with no expiry, answered 1 or 0.
