@@ -342,31 +342,44 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	ttl, msg := parseGetEx(args[2:], time.Now())
-	if msg != "" {
+	switch {
+	case msg == errSyntax:
 		c.WriteError(msg)
 		return
+	case msg == "":
+		s.rl.CoverTTL(ttl)
 	}
-	s.rl.CoverTTL(ttl)
+	// A bad expiry value is Redis's error only where the key holds a
+	// string; absent, GETEX answers nil: the masters answer it, and
+	// refuse to write anything.
 	s.broadcastMajority(c, toAny(args))
 }
 
+const errSyntax = "ERR syntax error"
+
 // parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
 // s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
-// Redis's own error text.
+// Redis's own error text. As on Redis, an option may be repeated (PX 1 PX
+// 2: the last counts, and only its value is read), but not mixed with
+// another.
 func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
-	switch {
-	case len(opts) == 0:
-		return 0, ""
-	case len(opts) == 1 && strings.EqualFold(string(opts[0]), "persist"):
-		return 0, ""
-	case len(opts) != 2:
-		return 0, "ERR syntax error"
+	o, persist := "", false
+	var arg []byte
+	for i := 0; i < len(opts); i++ {
+		switch a := setOption(opts[i]); {
+		case a == "persist" && o == "":
+			persist = true
+		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && !persist && (o == "" || o == a) && i+1 < len(opts):
+			o, arg = a, opts[i+1]
+			i++
+		default:
+			return 0, errSyntax
+		}
 	}
-	o := setOption(opts[0])
-	if o != "ex" && o != "px" && o != "exat" && o != "pxat" {
-		return 0, "ERR syntax error"
+	if o == "" {
+		return 0, ""
 	}
-	n, err := parseInt(opts[1])
+	n, err := parseInt(arg)
 	if err != nil {
 		return 0, "ERR value is not an integer or out of range"
 	}
