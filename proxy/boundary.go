@@ -31,12 +31,16 @@ import (
 //     "redlock-proxy:": the evidence that a master kept its data, the
 //     settings registry, fence counters and states) are refused to every
 //     command that names them, and left out of SCAN, KEYS and RANDOMKEY.
+//   - A user of proxy.users may name only the keys its patterns allow, and
+//     take locks only if it may (auth.go, userRefusal): decided first, as
+//     Redis checks a user's permissions before anything else.
 //
 // A command's keys are where the proxy reads them for the commands it
 // serves (lockKeysOf), and where the backend's COMMAND reply puts them for
-// the rest (keyspecs.go); commands whose keys move with their arguments
-// are asked of the backend (COMMAND GETKEYS) where it matters: on a voting
-// backend.
+// the rest (keyspecs.go); one key finder, keyWhere, serves every rule.
+// Commands whose keys move with their arguments are asked of the backend
+// (COMMAND GETKEYS) where it matters: on a voting backend, and for a user
+// with key patterns.
 
 // Guards of the boundary. Only test binaries can switch them off
 // (Config.GuardsOff); each has a test that shows what it prevents.
