@@ -275,18 +275,21 @@ format = "json"
 		// Scripts the proxy does not know reach the voting backend.
 		off = append(slices.Clone(off), "backend-scripts")
 	}
+	bin := binary
 	if len(off) > 0 {
+		// Only a binary built for tests reads the variable.
+		bin = redistest.UnsafeProxy(t)
 		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(off, ","))
 	}
 	// A new deployment: the masters vote at once.
-	first := redistest.StartProxy(t, binary, config, redistest.WithEnv(env...))
+	first := redistest.StartProxy(t, bin, config, redistest.WithEnv(env...))
 	first.Kill()
-	if out, err := exec.Command(binary, "-config", first.Config, "-init-masters").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "-config", first.Config, "-init-masters").CombinedOutput(); err != nil {
 		t.Fatalf("-init-masters: %v\n%s", err, out)
 	}
 	w.proxies = []*redistest.Proxy{
-		redistest.StartProxy(t, binary, config, redistest.WithEnv(env...)),
-		redistest.StartProxy(t, binary, config, redistest.WithEnv(env...)),
+		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
+		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
 	}
 	return w
 }

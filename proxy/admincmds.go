@@ -27,9 +27,14 @@ var adminSubcommands = map[string][]string{
 }
 
 // cmdAdmin serves FLUSHALL, FLUSHDB, DEBUG, and the subcommands of CONFIG,
-// ACL and MODULE in adminSubcommands.
+// ACL and MODULE in adminSubcommands; ACL WHOAMI, LIST and USERS answer
+// for the proxy's users (cmdACL).
 func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	name := strings.ToLower(string(args[0]))
+	if name == "acl" && len(args) > 1 && aclAnswered(args[1]) {
+		cmdACL(s, c, st, args)
+		return
+	}
 	if subs, ok := adminSubcommands[name]; ok && (len(args) < 2 || !slices.Contains(subs, strings.ToLower(string(args[1])))) {
 		s.forward(c, st, args, false)
 		return
@@ -43,4 +48,46 @@ func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		what += " " + strings.ToUpper(echo(args[1]))
 	}
 	c.WriteError("ERR redlock-proxy: '" + what + "' would erase or reconfigure a voting master (the passthrough backend is one of redlock.masters); run it on the master itself if you mean it, or give the proxy a backend of its own (proxy.backend)")
+}
+
+// aclAnswered reports whether the proxy answers an ACL subcommand itself:
+// WHOAMI, LIST and USERS, which name the proxy's users (proxy.password and
+// proxy.users), not the backend's. The others pass through as above.
+func aclAnswered(sub []byte) bool {
+	switch strings.ToLower(string(sub)) {
+	case "whoami", "list", "users":
+		return true
+	}
+	return false
+}
+
+// cmdACL answers ACL WHOAMI (the connection's user), ACL USERS (every
+// user's name, sorted) and ACL LIST (a line per user, in Redis's format)
+// for the proxy's users, as Redis answers them for its own.
+func cmdACL(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	if len(args) != 2 {
+		c.WriteError("ERR wrong number of arguments for 'acl|" + sub + "' command")
+		return
+	}
+	a := s.auth.Load()
+	switch sub {
+	case "whoami":
+		if st.user == "" {
+			c.WriteBulkString(defaultUser)
+		} else {
+			c.WriteBulkString(st.user)
+		}
+	case "users":
+		c.WriteArray(len(a.names))
+		for _, n := range a.names {
+			c.WriteBulkString(n)
+		}
+	default: // list
+		lines := a.aclList()
+		c.WriteArray(len(lines))
+		for _, l := range lines {
+			c.WriteBulkString(l)
+		}
+	}
 }

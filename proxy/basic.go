@@ -61,11 +61,14 @@ func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	case !s.authRequired():
 		c.WriteString("OK") // the default user has no password: any password is accepted, as on Redis
-	case s.checkAuth(args[1:]):
-		st.authed = true
-		c.WriteString("OK")
 	default:
-		c.WriteError(wrongPass)
+		user, ok := s.checkAuth(args[1:])
+		if !ok {
+			c.WriteError(wrongPass)
+			return
+		}
+		st.authed, st.user = true, user
+		c.WriteString("OK")
 	}
 }
 
@@ -106,9 +109,13 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 					c.WriteError("ERR Syntax error in HELLO option 'auth'")
 					return
 				}
-				if s.authRequired() && !s.checkAuth(args[i+1:i+3]) {
-					c.WriteError(wrongPass)
-					return
+				if s.authRequired() {
+					user, ok := s.checkAuth(args[i+1 : i+3])
+					if !ok {
+						c.WriteError(wrongPass)
+						return
+					}
+					st.user = user
 				}
 				st.authed = true
 				i += 2
@@ -231,8 +238,12 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 }
 
 func (s *Server) clientLine(c redcon.Conn, st *client) string {
+	user := st.user
+	if user == "" {
+		user = defaultUser
+	}
 	return "id=" + strconv.FormatInt(st.id, 10) + " addr=" + c.RemoteAddr() + " name=" + st.name +
-		" db=0 multi=" + strconv.FormatBool(st.multi) + " resp=" + strconv.Itoa(max(st.proto, 2)) +
+		" db=0 multi=" + strconv.FormatBool(st.multi) + " user=" + user + " resp=" + strconv.Itoa(max(st.proto, 2)) +
 		" lib-name=" + st.libName + " lib-ver=" + st.libVer
 }
 

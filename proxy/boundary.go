@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -30,12 +31,16 @@ import (
 //     "redlock-proxy:": the evidence that a master kept its data, the
 //     settings registry, fence counters and states) are refused to every
 //     command that names them, and left out of SCAN, KEYS and RANDOMKEY.
+//   - A user of proxy.users may name only the keys its patterns allow, and
+//     take locks only if it may (auth.go, userRefusal): decided first, as
+//     Redis checks a user's permissions before anything else.
 //
 // A command's keys are where the proxy reads them for the commands it
 // serves (lockKeysOf), and where the backend's COMMAND reply puts them for
-// the rest (keyspecs.go); commands whose keys move with their arguments
-// are asked of the backend (COMMAND GETKEYS) where it matters: on a voting
-// backend.
+// the rest (keyspecs.go); one key finder, keyWhere, serves every rule.
+// Commands whose keys move with their arguments are asked of the backend
+// (COMMAND GETKEYS) where it matters: on a voting backend, and for a user
+// with key patterns.
 
 // Guards of the boundary. Only test binaries can switch them off
 // (Config.GuardsOff); each has a test that shows what it prevents.
@@ -90,17 +95,45 @@ func newBoundary(cfg Config) boundary {
 // masters.
 func (s *Server) backendVotes() bool { return s.bnd.voting }
 
-// refusal is the boundary's verdict on a command (e: its entry in the
-// command table, or nil): "" to let it run, else the error to answer. It
-// allocates only to refuse: plain passthrough asks it of every command.
-func (s *Server) refusal(e *command, args [][]byte) string {
+// refusal is the boundary's verdict on a command of the client st (e:
+// its entry in the command table, or nil): "" to let it run, else the
+// error to answer. Its user's permissions first (auth.go), as Redis checks
+// ACLs before it runs a command; then the proxy's records and lock keys.
+// It allocates only to refuse: plain passthrough asks it of every command.
+func (s *Server) refusal(st *client, e *command, args [][]byte) string {
 	if len(args) < 2 {
 		return ""
+	}
+	if msg := s.userRefusal(st, e, args); msg != "" {
+		return msg
 	}
 	if msg := s.reservedRefusal(e, args); msg != "" {
 		return msg
 	}
 	return s.lockKeyRefusal(e, args)
+}
+
+// keyWhere is the key finder: it returns the first key a command (e: its
+// entry in the command table, or nil) names for which f is true, or nil.
+// The keys of the commands the proxy serves are where it reads them
+// (lockKeysOf), the others' where the backend's COMMAND reply puts them
+// (anyKey); those of a command whose keys move with its arguments are
+// asked of the backend (COMMAND GETKEYS) only when movable is true.
+func (s *Server) keyWhere(e *command, args [][]byte, movable bool, f func([]byte) bool) ([]byte, error) {
+	if e != nil {
+		if !e.keys {
+			return nil, nil
+		}
+		if _, served := lockCommands[e.name]; served {
+			for _, k := range lockKeysOf(e.name, args) {
+				if f(k) {
+					return k, nil
+				}
+			}
+			return nil, nil
+		}
+	}
+	return s.anyKey(args, movable, f)
 }
 
 // reservedRefusal refuses a command that names one of the proxy's
@@ -110,25 +143,56 @@ func (s *Server) reservedRefusal(e *command, args [][]byte) string {
 	if !s.bnd.reserved {
 		return ""
 	}
-	name := ""
-	if e != nil {
-		if !e.keys {
-			return ""
-		}
-		name = e.name
-	}
-	if _, served := lockCommands[name]; served {
-		for _, k := range lockKeysOf(name, args) {
-			if isReserved(k) {
-				return errReserved
-			}
-		}
-		return ""
-	}
-	if found, _ := s.anyKey(args, s.bnd.voting, isReserved); found != nil {
+	if found, _ := s.keyWhere(e, args, s.bnd.voting, isReserved); found != nil {
 		return errReserved
 	}
 	return ""
+}
+
+// takesLock reports whether a command (e: its entry in the command
+// table, or nil) is a lock operation: a write of a lock key on the quorum
+// (SET, SETNX, DEL, PEXPIRE…, GETEX with options, ZREM of a semaphore's
+// permits), a recognised script that writes one (any but those that only
+// read), or LOCK.ACQUIRE, RELEASE and EXTEND. Reads of lock keys are not.
+func (s *Server) takesLock(e *command, args [][]byte) bool {
+	if e == nil || len(args) < 2 {
+		return false
+	}
+	switch e.name {
+	case "get", "exists", "pttl", "ttl", "lock.info", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		return false // reads, or not run on the quorum
+	case "getex":
+		if len(args) < 3 {
+			return false // GETEX without options is GET
+		}
+	case "zrem":
+		return s.permitKeyOf(e.name, args) != nil
+	case "eval", "evalsha":
+		if sp := s.scriptSpec(e.name, args); sp == nil || !sp.Op.ChangesLocks() {
+			return false // not a lock script: the boundary and cmdEval decide where it runs
+		}
+	}
+	if _, served := lockCommands[e.name]; !served {
+		return false
+	}
+	for _, k := range lockKeysOf(e.name, args) {
+		if s.isLockKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptSpec is the recognised script an EVAL or EVALSHA runs, or nil.
+func (s *Server) scriptSpec(name string, args [][]byte) *lockscripts.Spec {
+	if name == "evalsha" {
+		if e, ok := s.scripts.Get(string(args[1])); ok {
+			return e.Spec
+		}
+		return lockscripts.BySHA(string(args[1]))
+	}
+	_, e := s.scripts.Add(args[1])
+	return e.Spec
 }
 
 // lockKeyRefusal is the error for a command (e: its entry in the command

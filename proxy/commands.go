@@ -103,6 +103,13 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			return
 		}
 	}
+	if st.user != "" && s.userGone(st) {
+		// A reload removed its user: closed, as Redis closes the
+		// connections of a user it deletes.
+		s.log.Info().Str("client", c.RemoteAddr()).Str("user", st.user).Msg("closing a client whose user the reload removed")
+		c.Close()
+		return
+	}
 	if st.sub != nil {
 		if ss, ok := c.(*session); ok && s.subscribed(ss, st, e, nameOf(e, cmd.Args[0]), cmd.Args) {
 			return
@@ -110,7 +117,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
-			if msg := s.multiRefusal(name, cmd.Args); msg != "" {
+			if msg := s.multiRefusal(st, name, cmd.Args); msg != "" {
 				st.dirty = true
 				c.WriteError(msg)
 				return
@@ -122,7 +129,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			s.forward(c, st, cmd.Args, false)
 			return
 		}
-	} else if s.plainPassthrough(e, cmd.Args) {
+	} else if s.plainPassthrough(st, e, cmd.Args) {
 		// Its reply queues behind any lock operations in flight.
 		// Done with the arguments when it returns: the shared and the
 		// pinned backend connections copy them into their write before
@@ -132,16 +139,18 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	ss, _ := c.(*session)
 	tracking := st.sub != nil && st.sub.tracking
-	if keys, ok := s.groupable(st, cmd.Args); ok && ss != nil && !tracking && (len(c.PeekPipeline()) > 0 || ss.busy()) {
+	if keys, ok := s.groupable(st, cmd.Args); ok && ss != nil && !tracking && (len(c.PeekPipeline()) > 0 || ss.busy()) &&
+		s.refusal(st, e, cmd.Args) == "" {
 		// More follows, or is in flight: run it concurrently. (Alone,
-		// it runs here, at less cost.)
+		// it runs here, at less cost; refused, it is answered below, in
+		// its turn.)
 		s.startOp(ss, st, cmd.Args, keys)
 		return
 	}
 	if ss != nil && ss.busy() {
 		ss.waitIdle() // anything else runs once the operations in flight are done
 	}
-	if msg := s.refusal(e, cmd.Args); msg != "" {
+	if msg := s.refusal(st, e, cmd.Args); msg != "" {
 		c.WriteError(msg)
 		return
 	}
@@ -158,13 +167,14 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// plainPassthrough reports whether a command (e, its entry in the command
-// table) goes to the backend as it is, with no state of the proxy's: a
-// command the proxy does not handle, or GET and SET of a key that is not a
-// lock key, which the boundary lets through (boundary.go).
-func (s *Server) plainPassthrough(e *command, args [][]byte) bool {
+// plainPassthrough reports whether a command of the client st (e, its
+// entry in the command table) goes to the backend as it is, with no state
+// of the proxy's: a command the proxy does not handle, or GET and SET of a
+// key that is not a lock key, which the boundary lets through
+// (boundary.go).
+func (s *Server) plainPassthrough(st *client, e *command, args [][]byte) bool {
 	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) ||
-		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(e, args) == ""
+		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(st, e, args) == ""
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.
@@ -177,7 +187,7 @@ const maxBatch = 256
 func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) {
 	next := c.PeekPipeline()
 	n := 0
-	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(lookup(next[n].Args[0]), next[n].Args) {
+	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(st, lookup(next[n].Args[0]), next[n].Args) {
 		n++
 	}
 	ss, _ := c.(*session)
@@ -276,11 +286,16 @@ var lockCommands = map[string]struct{}{
 	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
 }
 
-// multiRefusal is the error for a command that cannot be queued in MULTI
-// ("" for one that can): lock commands, those that would change what the
-// client's backend connection is for, scripts on a voting backend, and
-// what the boundary refuses anywhere (boundary.go).
-func (s *Server) multiRefusal(name string, args [][]byte) string {
+// multiRefusal is the error for a command of the client st that cannot
+// be queued in MULTI ("" for one that can): what the boundary refuses
+// anywhere (boundary.go), first, as Redis checks a user's permissions
+// before it queues a command; then lock commands, those that would change
+// what the client's backend connection is for, ACL's subcommands that the
+// proxy answers, and scripts on a voting backend.
+func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
+	if msg := s.refusal(st, lookup(args[0]), args); msg != "" {
+		return msg
+	}
 	switch {
 	case s.bnd.voting && s.bnd.backendScripts && isScriptCommand(name):
 		return "ERR redlock-proxy: scripts cannot be queued in MULTI while the backend is a voting master; the transaction will be aborted"
@@ -291,10 +306,15 @@ func (s *Server) multiRefusal(name string, args [][]byte) string {
 	case name == "client" && len(args) > 1 && strings.EqualFold(string(args[1]), "tracking"):
 		return "ERR redlock-proxy: CLIENT TRACKING cannot be queued in MULTI through the proxy; the transaction will be aborted"
 	case s.touchesLockKey(name, args):
-		return "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
+		return errLockInMulti
+	case name == "acl" && len(args) > 1 && aclAnswered(args[1]):
+		return "ERR redlock-proxy: ACL " + strings.ToUpper(echo(args[1])) + " cannot be queued in MULTI through the proxy (the proxy answers it, for its own users); the transaction will be aborted"
 	}
-	return s.refusal(lookup(args[0]), args)
+	return ""
 }
+
+// errLockInMulti refuses a lock command in MULTI.
+const errLockInMulti = "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
 
 // isScriptCommand reports whether a command runs a script or a function.
 func isScriptCommand(name string) bool {

@@ -173,6 +173,17 @@ type ProxyConfig struct {
 type UserConfig struct {
 	Name     string `toml:"name"`
 	Password string `toml:"password"`
+	// Keys are the keys the user may name, as Redis ACL writes them:
+	// "~pattern" (glob patterns, as KEYS reads them), or "allkeys". A
+	// command that names another key is refused with Redis's NOPERM
+	// error. Absent: every key; empty: none.
+	Keys []string `toml:"keys"`
+	// Locks says whether the user may take locks at all: false refuses
+	// its lock operations (SET NX and SETNX of lock keys, the quorum's
+	// other writes of them, recognised lock scripts, LOCK.ACQUIRE,
+	// RELEASE and EXTEND) with NOPERM; it may still read them. Absent:
+	// true.
+	Locks *bool `toml:"locks"`
 }
 
 // RedlockConfig is the quorum side.
@@ -262,6 +273,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := validateMasterAuth(c); err != nil {
+		return err
+	}
+	if err := validateUsers(c.Proxy.Users); err != nil {
 		return err
 	}
 	r := c.Redlock

@@ -12,6 +12,7 @@ type client struct {
 	multi   bool                     // inside MULTI
 	dirty   bool                     // a command was refused inside MULTI: EXEC must abort
 	authed  bool                     // AUTH (or HELLO … AUTH) succeeded
+	user    string                   // the user it authenticated as (proxy.users); "": the default user
 	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
 	sub     *subscription            // while subscribed (pubsub.go)
 	proto   int                      // 3 after HELLO 3; RESP2 otherwise

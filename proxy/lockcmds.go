@@ -46,10 +46,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	ttl := o.ttl(time.Now())
 	if o.expire != "" && ttl <= 0 {
-		// An absolute time already past: Redis would store and drop it at
-		// once; as a lock it has no validity, so nothing is stored.
-		s.m.Acquire(engine.ErrValiditySpent, 0)
-		c.WriteNull()
+		s.setNXPast(c, args[1], o.get)
 		return
 	}
 	s.acquire(c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
@@ -59,6 +56,38 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteNull()
 		}
 	})
+}
+
+// setNXPast answers SET … NX with an absolute expiry already past (PXAT,
+// EXAT) as Redis does, without writing anything: Redis stores the key and
+// drops it at once when it is absent (OK; with GET, nil: no old value), and
+// leaves it when it exists (nil; with GET, its value). As a lock it would
+// have no validity, so nothing is stored on any master; whether the key is
+// absent is read from the quorum, as GET reads it, and NOQUORUM answers
+// where that cannot be known.
+func (s *Server) setNXPast(c redcon.Conn, key []byte, get bool) {
+	k, typ, err := s.readAnyType(key)
+	switch {
+	case err != nil:
+		s.m.Acquire(err, 0)
+		writeErr(c, err)
+	case !k.Exists:
+		s.m.Acquire(engine.ErrValiditySpent, 0)
+		if get {
+			c.WriteNull()
+		} else {
+			c.WriteString("OK")
+		}
+	case get && typ != "string":
+		c.WriteError(wrongType)
+	default:
+		s.m.Acquire(engine.ErrNotAcquired, 0)
+		if get {
+			c.WriteBulkString(k.Value)
+		} else {
+			c.WriteNull()
+		}
+	}
 }
 
 // cmdSetNX is SET NX with no expiry, answered 1 or 0.
@@ -329,36 +358,49 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	ttl, msg := parseGetEx(args[2:], time.Now())
-	if msg != "" {
+	if msg == errSyntax {
 		c.WriteError(msg)
 		return
 	}
-	w, err := s.rl.NoteTTL(string(args[1]), ttl)
-	if err != nil {
-		writeErr(c, err)
-		return
+	var w *engine.TTLWrite
+	if msg == "" {
+		var err error
+		if w, err = s.rl.NoteTTL(string(args[1]), ttl); err != nil {
+			writeErr(c, err)
+			return
+		}
 	}
-	// A nil reply: the key is absent, and nothing was set.
+	// A bad expiry value is Redis's error only where the key holds a
+	// string; absent, GETEX answers nil: the masters answer it, and
+	// refuse to write anything. A nil reply: nothing was set.
 	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil })
 }
 
+const errSyntax = "ERR syntax error"
+
 // parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
 // s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
-// Redis's own error text.
+// Redis's own error text. As on Redis, an option may be repeated (PX 1 PX
+// 2: the last counts, and only its value is read), but not mixed with
+// another.
 func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
-	switch {
-	case len(opts) == 0:
-		return 0, ""
-	case len(opts) == 1 && strings.EqualFold(string(opts[0]), "persist"):
-		return 0, ""
-	case len(opts) != 2:
-		return 0, "ERR syntax error"
+	o, persist := "", false
+	var arg []byte
+	for i := 0; i < len(opts); i++ {
+		switch a := setOption(opts[i]); {
+		case a == "persist" && o == "":
+			persist = true
+		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && !persist && (o == "" || o == a) && i+1 < len(opts):
+			o, arg = a, opts[i+1]
+			i++
+		default:
+			return 0, errSyntax
+		}
 	}
-	o := setOption(opts[0])
-	if o != "ex" && o != "px" && o != "exat" && o != "pxat" {
-		return 0, "ERR syntax error"
+	if o == "" {
+		return 0, ""
 	}
-	n, err := parseInt(opts[1])
+	n, err := parseInt(arg)
 	if err != nil {
 		return 0, "ERR value is not an integer or out of range"
 	}

@@ -163,7 +163,7 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 		return false
 	case "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe":
 		if sub.resp3 && st.multi && !strings.Contains(name, "unsub") {
-			s.refuseInMulti(ss, st, s.multiRefusal(name, args))
+			s.refuseInMulti(ss, st, s.multiRefusal(st, name, args))
 			return true
 		}
 		if sub.resp3 {
@@ -183,14 +183,24 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 	}
 	if sub.resp3 && st.multi {
 		// Refused in MULTI: a lock command, or one that cannot be queued.
-		msg := s.multiRefusal(name, args)
-		if sub.tracking && s.touchesLockKey(name, args) {
+		msg := s.multiRefusal(st, name, args)
+		if sub.tracking && msg == errLockInMulti {
 			msg += " (a client-side cache reads in MULTI, and lock keys cannot be cached: read them uncached, rueidis: Do, not DoCache)"
 		}
 		s.refuseInMulti(ss, st, msg)
 		return true
 	}
-	if !sub.resp3 || s.plainPassthrough(e, args) {
+	if !sub.resp3 {
+		// RESP2: the backend refuses what subscribed mode does not allow,
+		// but Redis checks the user's permissions first.
+		if msg := s.userRefusal(st, e, args); msg != "" {
+			if s.sync(ss, st) {
+				ss.WriteError(msg)
+			}
+			return true
+		}
+	}
+	if !sub.resp3 || s.plainPassthrough(st, e, args) {
 		// RESP2: the backend refuses what subscribed mode does not allow.
 		// RESP3: a plain command runs there, its reply in order.
 		if sub.resp3 {

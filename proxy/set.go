@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"math"
 	"time"
 )
@@ -30,7 +31,10 @@ func (o setOptions) ttl(now time.Time) time.Duration {
 }
 
 // parseSet parses SET's options as Redis 7 does and returns Redis's own error
-// text for bad input.
+// text for bad input. As on Redis, an option may be repeated (NX NX, PX 1
+// PX 2: the last expiry counts, and only its value is read), but no two
+// expiries of different kinds (PX 1 EX 2), nor KEEPTTL with an expiry, nor
+// NX with XX.
 func parseSet(args [][]byte) (setOptions, string) {
 	var o setOptions
 	if len(args) < 3 {
@@ -48,7 +52,7 @@ func parseSet(args [][]byte) (setOptions, string) {
 			o.get = true
 		case a == "keepttl" && o.expire == "":
 			o.keepTTL = true
-		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && o.expire == "" && !o.keepTTL && i+1 < len(args):
+		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && (o.expire == "" || o.expire == a) && !o.keepTTL && i+1 < len(args):
 			o.expire = a
 			i++
 			expArg = args[i]
@@ -78,12 +82,16 @@ func parseSet(args [][]byte) (setOptions, string) {
 	return o, ""
 }
 
-// setOptionNames are SET's options, in lower case.
-var setOptionNames = [...]string{"nx", "xx", "get", "keepttl", "ex", "px", "exat", "pxat"}
+// setOptionNames are the options of SET and GETEX, in lower case.
+var setOptionNames = [...]string{"nx", "xx", "get", "keepttl", "ex", "px", "exat", "pxat", "persist"}
 
-// setOption returns the option of SET that b names, in any case of ASCII
-// letters as Redis reads them, or "" if none.
+// setOption returns the option of SET or GETEX that b names, in any case
+// of ASCII letters, or "" if none. As Redis reads them, as C strings: up
+// to b's first NUL ("NX\x00junk" is NX).
 func setOption(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
 next:
 	for _, name := range setOptionNames {
 		if len(b) != len(name) {

@@ -18,6 +18,31 @@ func TestParseSet(t *testing.T) {
 			t.Errorf("%v: %s", a, msg)
 		}
 	}
+	// Repeated options, as Redis takes them: the last expiry counts, and
+	// only its value is read.
+	for _, tc := range []struct {
+		args   []string
+		expire string
+		n      int64
+		msg    string
+	}{
+		{[]string{"nx", "px", "100", "px", "200"}, "px", 200, ""},
+		{[]string{"nx", "ex", "1", "EX", "2"}, "ex", 2, ""},
+		{[]string{"px", "abc", "px", "5"}, "px", 5, ""},
+		{[]string{"nx", "nx", "keepttl", "keepttl", "get", "get"}, "", 0, ""},
+		{[]string{"NX\x00junk", "PX", "7"}, "px", 7, ""},
+		{[]string{"px", "5", "px", "abc"}, "", 0, "ERR value is not an integer or out of range"},
+		{[]string{"px", "5", "ex", "5"}, "", 0, "ERR syntax error"},
+		{[]string{"ex", "5", "px", "5"}, "", 0, "ERR syntax error"},
+		{[]string{"px", "5", "pxat", "5"}, "", 0, "ERR syntax error"},
+		{[]string{"px", "5", "px"}, "", 0, "ERR syntax error"},
+		{[]string{"px", "5", "keepttl"}, "", 0, "ERR syntax error"},
+	} {
+		o, msg := parseSet(bs(append([]string{"set", "k", "v"}, tc.args...)))
+		if msg != tc.msg || msg == "" && (o.expire != tc.expire || o.n != tc.n) {
+			t.Errorf("%q: %+v %q, want %s %d %q", tc.args, o, msg, tc.expire, tc.n, tc.msg)
+		}
+	}
 }
 
 // SET's options are read in any case of their ASCII letters, as Redis
@@ -57,10 +82,30 @@ func bs(a []string) [][]byte {
 func FuzzParseSet(f *testing.F) {
 	f.Add("k", "v", "nx", "px", "100")
 	f.Add("k", "v", "EX", "-1", "NX")
+	f.Add("px", "1", "px", "2", "nx")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
-		o, msg := parseSet(bs([]string{"set", a, b, c, d, e}))
+		args := bs([]string{"set", "k", "v", a, b, c, d, e})
+		o, msg := parseSet(args)
 		if msg == "" && o.expire != "" && o.n <= 0 {
 			t.Fatalf("accepted a non-positive expire: %+v", o)
+		}
+		// The expiry taken is the last one, and every expiry option
+		// before it is of the same kind (Redis refuses two kinds).
+		if msg == "" && o.expire != "" {
+			last := -1
+			for i := 3; i < len(args); i++ {
+				switch setOption(args[i]) {
+				case "ex", "px", "exat", "pxat":
+					if setOption(args[i]) != o.expire {
+						t.Fatalf("%q: took %s beside %q", args, o.expire, args[i])
+					}
+					last = i
+					i++
+				}
+			}
+			if n, err := parseInt(args[last+1]); err != nil || n != o.n {
+				t.Fatalf("%q: took %d, the last expiry is %q", args, o.n, args[last+1])
+			}
 		}
 	})
 }

@@ -136,7 +136,7 @@ func (s *Server) ownConnCommand(st *client, name string, args [][]byte) bool {
 		st.multi, st.dirty = false, false
 		return true
 	case "watch", "unwatch":
-		return s.refusal(lookup(args[0]), args) == ""
+		return s.refusal(st, lookup(args[0]), args) == ""
 	case "client":
 		if len(args) > 1 {
 			switch strings.ToLower(string(args[1])) {
@@ -145,7 +145,7 @@ func (s *Server) ownConnCommand(st *client, name string, args [][]byte) bool {
 			}
 		}
 	}
-	return st.multi && !queueable(name) && s.multiRefusal(name, args) == ""
+	return st.multi && !queueable(name) && s.multiRefusal(st, name, args) == ""
 }
 
 // A standIn is the proxy's reply to a command it refused in MULTI on a

@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh run
 export PATH="$PATH:/usr/local/go/bin"
+# The production binary: no build tags (the unsafeguards tag is for tests).
 go build -o bin/redlock-proxy ./cmd/redlock-proxy
 
 data="${REDLOCK_PROXY_DATA:-/tmp/redlock-proxy}"

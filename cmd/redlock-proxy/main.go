@@ -69,9 +69,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(cfg.GuardsOff) > 0 {
-		log.Error().Strs("guards_off", cfg.GuardsOff).Msg("UNSAFE: safety guards switched off by " + guardsOffEnv + ", for tests that show what they prevent; this proxy can grant a lock to two holders at once")
-	}
+	warnGuardsOff(log, cfg.GuardsOff)
 	setProcs(cfg.Proxy.Procs)
 	var gc *gcTuner
 	if why := gcTunerOff(); why != "" {
@@ -142,12 +140,6 @@ func run(args []string, stderr io.Writer) error {
 		}
 	}
 }
-
-// guardsOffEnv names the environment variable that switches safety guards
-// off (proxy.Guards lists them, comma-separated): only for the tests that
-// show what each guard prevents. It is not a configuration key, so that no
-// configuration file can carry it by mistake.
-const guardsOffEnv = "REDLOCK_PROXY_UNSAFE_GUARDS_OFF"
 
 // shutdownWait bounds how long SIGTERM waits for clients to be closed; the
 // deploy files give the process longer than this to stop.
@@ -225,9 +217,7 @@ func loadConfig(path string, over overrides) (proxy.Config, error) {
 		cfg.Scripts[i].Source = string(src)
 	}
 	over.apply(&cfg, os.Getenv)
-	if v := os.Getenv(guardsOffEnv); v != "" {
-		cfg.GuardsOff = strings.Split(v, ",")
-	}
+	cfg.GuardsOff = guardsOffFromEnv() // only in a binary built for tests (guardsoff.go)
 	if err := loadTLS(&cfg.Proxy, filepath.Dir(path)); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}

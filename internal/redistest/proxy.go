@@ -39,6 +39,9 @@ func WithProxyLog() ProxyOption {
 	return func(p *Proxy) { p.stderr = testLog{p.t} }
 }
 
+// WithStderr sends the proxy's log lines to w.
+func WithStderr(w io.Writer) ProxyOption { return func(p *Proxy) { p.stderr = w } }
+
 // WithFileLimit runs the proxy with its open-file limit raised to n (or as
 // far as the hard limit allows).
 func WithFileLimit(n int) ProxyOption { return func(p *Proxy) { p.fileLimit = n } }

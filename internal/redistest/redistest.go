@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -163,8 +165,10 @@ func (s *Server) signal(sig syscall.Signal) {
 func (s *Server) String() string { return fmt.Sprintf("redis@%s", s.Addr) }
 
 // BuildProxy builds the proxy binary into a temporary directory, for a
-// TestMain; cleanup removes it.
-func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
+// TestMain; cleanup removes it. Build tags may be given: UnsafeGuardsTag
+// builds the binary that tests use to switch safety guards off (the
+// production binary has no such switch).
+func BuildProxy(cmdDir string, tags ...string) (path string, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "redlock-proxy-bin")
 	if err != nil {
 		return "", nil, err
@@ -173,7 +177,11 @@ func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
 	// Built in its own directory, so in its own module, whatever module
 	// the test that asks is in: a test module with other dependencies
 	// (compat/gozero) does not change the binary's.
-	build := exec.Command("go", "build", "-o", path, ".")
+	args := []string{"build", "-o", path}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Dir = cmdDir
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
@@ -182,8 +190,14 @@ func BuildProxy(cmdDir string) (path string, cleanup func(), err error) {
 	return path, func() { os.RemoveAll(dir) }, nil
 }
 
+// UnsafeGuardsTag is the build tag of a proxy binary that reads
+// REDLOCK_PROXY_UNSAFE_GUARDS_OFF, for the tests that switch a safety
+// guard off to show what it prevents (cmd/redlock-proxy/guardsoff.go).
+const UnsafeGuardsTag = "unsafeguards"
+
 // MainWithProxy is a TestMain body: it builds the proxy binary from cmdDir
-// into *bin, runs the tests, removes the binary and exits.
+// into *bin, runs the tests, removes the binary (and the one UnsafeProxy
+// built, if a test asked for it) and exits.
 func MainWithProxy(m *testing.M, cmdDir string, bin *string) {
 	path, cleanup, err := BuildProxy(cmdDir)
 	if err != nil {
@@ -191,7 +205,38 @@ func MainWithProxy(m *testing.M, cmdDir string, bin *string) {
 		os.Exit(1)
 	}
 	*bin = path
+	unsafeBin.dir = cmdDir
 	code := m.Run()
 	cleanup()
+	if unsafeBin.cleanup != nil {
+		unsafeBin.cleanup()
+	}
 	os.Exit(code)
+}
+
+// unsafeBin is the binary UnsafeProxy builds, once.
+var unsafeBin struct {
+	dir     string // MainWithProxy's cmdDir
+	once    sync.Once
+	path    string
+	cleanup func()
+	err     error
+}
+
+// UnsafeProxy returns the proxy binary built with UnsafeGuardsTag, which
+// reads REDLOCK_PROXY_UNSAFE_GUARDS_OFF, from the directory MainWithProxy
+// built the production one from; it is built at the first call, for the
+// tests that switch a guard off, and removed with the other.
+func UnsafeProxy(t testing.TB) string {
+	t.Helper()
+	if unsafeBin.dir == "" {
+		t.Fatal("UnsafeProxy needs MainWithProxy in TestMain")
+	}
+	unsafeBin.once.Do(func() {
+		unsafeBin.path, unsafeBin.cleanup, unsafeBin.err = BuildProxy(unsafeBin.dir, UnsafeGuardsTag)
+	})
+	if unsafeBin.err != nil {
+		t.Fatal(unsafeBin.err)
+	}
+	return unsafeBin.path
 }

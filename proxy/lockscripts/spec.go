@@ -54,6 +54,18 @@ func (o Op) PositiveTTL() bool {
 	return o == OpAcquire || o == OpRWAcquire || o == OpHashAcquire || o == OpPermitAcquire || o == OpPermitRefresh
 }
 
+// ChangesLocks reports whether o, run on a lock key, changes lock state
+// on the quorum: every operation but those that only read (owner TTL,
+// inspect, "is it held") and a library's script that is not a lock
+// operation (which runs on the backend, if anywhere).
+func (o Op) ChangesLocks() bool {
+	switch o {
+	case OpOwnerTTL, OpInspect, OpRWHeld, OpNotALock:
+		return false
+	}
+	return true
+}
+
 // IsHash reports whether o is one of Redisson's hash-lock operations.
 func (o Op) IsHash() bool { return o >= OpHashAcquire && o <= OpHashForceUnlock }
 
