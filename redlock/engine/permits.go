@@ -64,11 +64,10 @@ var ErrWrongType error = replyError("WRONGTYPE Operation against a key holding t
 // ARGV[2] permits for ARGV[3] ms, when fewer than ARGV[2] unexpired members
 // hold it (the token itself counted, as the library counts it). Answers 1
 // admitted, 2 admitted again (the token was a member; its expiry is
-// renewed), 0 full, -1 the key holds another type.
-var permitAcquireScript = newScript(`
+// renewed), 0 full; WRONGTYPE when the key holds another type, as the
+// library's script fails there.
+var permitAcquireScript = newScript(permitTypeCheck + `
 local key, token, limit, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local ty = redis.call('TYPE', key).ok
-if ty ~= 'none' and ty ~= 'zset' then return -1 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -81,12 +80,10 @@ return 1`)
 
 // permitRefreshScript renews token ARGV[1]'s permit of the semaphore
 // KEYS[1] for ARGV[2] ms where the token is an unexpired member. Answers 1
-// renewed, 0 not a member (or another type), -1 absent.
-var permitRefreshScript = newScript(`
+// renewed, 0 not a member, -1 absent; WRONGTYPE for another type.
+var permitRefreshScript = newScript(permitTypeCheck + `
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
-if ty ~= 'zset' then return 0 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -94,6 +91,14 @@ if not redis.call('ZSCORE', key, token) then return 0 end
 redis.call('ZADD', key, now + ttl, token)
 redis.call('PEXPIREAT', key, redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
 return 1`)
+
+// permitTypeCheck begins the per-master permit scripts: ty is the type of
+// KEYS[1], and a type other than a sorted set fails with WRONGTYPE.
+const permitTypeCheck = `
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'zset' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end`
 
 // permitReleaseScript removes each token in ARGV from the semaphore KEYS[1]
 // and answers, per token, 1 removed or 0 not a member; {-1} when the key
@@ -119,9 +124,8 @@ func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int
 	if ttl <= 0 {
 		return nil, errors.New("redlock: a permit needs a positive TTL")
 	}
-	if limit < 1 {
-		return nil, ErrHeld
-	}
+	// A limit below 1 admits no one, but each master still prunes its
+	// expired permits, as the library's script does.
 	q := c.permitQuorum(limit)
 	for attempt := 0; ; attempt++ {
 		l, err := c.acquirePermitOnce(ctx, key, token, limit, ttl, q)
@@ -144,7 +148,7 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 	run := newAcquireRun(c, keys, ttl, token, func(_ *node, v int64, err error) (*call, bool) {
 		// Take back what this call added, also where it timed out (it
 		// may still land); a token that was a member keeps its permit.
-		if err != nil || v == 1 {
+		if err != nil && !isReplyError(err) || err == nil && v == 1 {
 			return &call{script: permitReleaseScript, keys: keys, args: []any{token}}, true
 		}
 		return nil, false
