@@ -13,6 +13,7 @@ const (
 	aTTLms                    // a TTL in ms
 	aTTLs                     // a TTL in seconds
 	aUnixMs                   // a Unix time in ms
+	aUnixS                    // a Unix time in seconds
 	aPrefixLen                // bsm/redislock's token length
 	aAddFlag                  // redis-py extend's "0" (add) or "1" (replace)
 	aClockS                   // Symfony's clock: Unix seconds with a fraction
@@ -48,12 +49,17 @@ const (
 )
 
 type scriptDef struct {
-	name     string   // the entry's name in builtin.toml
+	// name is the entry's name in builtin.toml; for a script declared in
+	// [[scripts]], the file it is declared with.
+	name     string
 	texts    []string // testdata/scripts.json names of the texts sent
 	keys     keyShape
 	argv     []argKind
 	state    stateKind
 	ttlReply bool // the reply carries a TTL: integers compare within the tolerance
+	// A script of the test's own, declared to the proxy in [[scripts]]
+	// with decl: the ops and keys no built-in script uses.
+	src, decl string
 }
 
 var catalog = []scriptDef{
@@ -123,4 +129,21 @@ var catalog = []scriptDef{
 		argv: []argKind{aLimit, aToken, aTTLms, aClockMs}, state: sPermit},
 	{name: "redis-semaphore Semaphore refresh", texts: []string{"redis_semaphore_5.8.semaphore_refresh"},
 		argv: []argKind{aLimit, aToken, aTTLms, aClockMs}, state: sPermit},
+
+	// The vocabulary's ops and keys that no built-in entry uses, declared
+	// in [[scripts]] with scripts written for them.
+	{name: "declared-permit-release.lua", texts: []string{"declared-permit-release.lua"}, argv: []argKind{aToken}, state: sPermit,
+		src: `return redis.call('zrem', KEYS[1], ARGV[1])`, decl: "op = \"permit_release\"\ntoken_arg = 1\n"},
+	{name: "declared-acquire-ex.lua", texts: []string{"declared-acquire-ex.lua"}, argv: []argKind{aToken, aTTLs},
+		src:  `return redis.call('set', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])`,
+		decl: "op = \"acquire\"\ntoken_arg = 1\nttl_arg = 2\nttl_unit = \"s\"\nok = \"OK\"\nnot_owned = \"nil\"\n"},
+	{name: "declared-extend-exat.lua", texts: []string{"declared-extend-exat.lua"}, argv: []argKind{aToken, aUnixS},
+		src:  `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('expireat', KEYS[1], ARGV[2]) end return 0`,
+		decl: "op = \"extend\"\ntoken_arg = 1\nttl_arg = 2\nttl_unit = \"unix_s\"\n"},
+	{name: "declared-owner-ttl.lua", texts: []string{"declared-owner-ttl.lua"}, argv: []argKind{aToken}, ttlReply: true,
+		src:  `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pttl', KEYS[1]) end return -5`,
+		decl: "op = \"owner_ttl\"\ntoken_arg = 1\nnot_owned = -5\nabsent = -5\n"},
+	{name: "declared-release-absent.lua", texts: []string{"declared-release-absent.lua"}, argv: []argKind{aToken},
+		src:  `local v = redis.call('get', KEYS[1]) if v == false then return 'none' end if v == ARGV[1] then redis.call('del', KEYS[1]) return 1 end return 0`,
+		decl: "op = \"release\"\ntoken_arg = 1\nabsent = '\"none\"'\n"},
 }

@@ -143,6 +143,17 @@ func (g *gen) arg(k argKind, now time.Time, value string) (v, edge string) {
 			return e, "numeric argument " + strconv.Quote(e)
 		}
 		return strconv.FormatInt(ms+int64(g.pick2(10000, 30000, 2500)), 10), ""
+	case aUnixS:
+		sec := now.Unix()
+		if g.chance(0.2) {
+			e := g.pick(strconv.FormatInt(sec-5, 10), "0", "-1", "1")
+			return e, ""
+		}
+		if g.chance(0.2) {
+			e := g.pick(numEdges...)
+			return e, "numeric argument " + strconv.Quote(e)
+		}
+		return strconv.FormatInt(sec+int64(g.pick2(10, 30, 3)), 10), ""
 	case aPrefixLen:
 		// Every integer is read exactly as the script reads it: 0,
 		// negative, beyond the value.

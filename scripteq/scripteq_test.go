@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,11 @@ func scriptTexts(t *testing.T) map[string]string {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
+	for _, d := range catalog {
+		if d.src != "" {
+			m[d.texts[0]] = d.src
+		}
+	}
 	return m
 }
 
@@ -69,6 +75,9 @@ func TestCatalogIsRecognised(t *testing.T) {
 	texts := scriptTexts(t)
 	seen := map[string]bool{}
 	for _, d := range catalog {
+		if d.src != "" {
+			continue // declared to the proxy in [[scripts]]
+		}
 		for _, name := range d.texts {
 			src, ok := texts[name]
 			if !ok {
@@ -106,9 +115,22 @@ type stack struct {
 func startStack(t *testing.T) *stack {
 	masters := redistest.StartN(t, 3)
 	plain := redistest.Start(t)
+	// The scripts of the catalog that are not built in, declared.
+	var decls strings.Builder
+	dir := t.TempDir()
+	for _, d := range catalog {
+		if d.src == "" {
+			continue
+		}
+		file := filepath.Join(dir, d.name)
+		if err := os.WriteFile(file, []byte(d.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&decls, "[[scripts]]\nfile = %q\n%s", file, d.decl)
+	}
 	p := redistest.StartProxy(t, binary, func(listen string) string {
-		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"1s\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n",
-			listen, redistest.Quote(redistest.Addrs(masters)))
+		return fmt.Sprintf("[proxy]\nlisten = %q\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"1s\"\n[log]\nformat = \"json\"\nlevel = \"warn\"\n%s",
+			listen, redistest.Quote(redistest.Addrs(masters)), decls.String())
 	}, redistest.WithProxyLog())
 	s := &stack{addr: p.Addr}
 	var err error
