@@ -116,9 +116,10 @@ return out`)
 // removed from every master where this call added it, also where it timed
 // out (a token that was a member there before keeps its permit). Errors
 // are those of Acquire: ErrHeld when enough masters are full that the
-// quorum is out of reach (and at once for a limit below 1), a *QuorumError
-// when too few masters could vote. A master where the key holds another
-// type refuses, as the library's script fails there. Its TTL stretches the
+// quorum is out of reach (always for a limit below 1, once each master
+// has pruned its expired permits), a *QuorumError when too few masters
+// could vote; WRONGTYPE when a quorum of them hold the key as another
+// type, as the library's script fails there. Its TTL stretches the
 // restart guard.
 func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (*Lock, error) {
 	if ttl <= 0 {
