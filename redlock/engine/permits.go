@@ -162,7 +162,7 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 		if v > 0 {
 			return voteYes
 		}
-		refused++ // full, or the key holds another type
+		refused++ // full
 		return voteNo
 	})
 	elapsed := time.Since(start)
