@@ -178,8 +178,8 @@ func strs(b [][]byte) []string {
 // the extend finds: -1).
 func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	v, _ := arg(argv, spec.MinArg)
-	least, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
+	least, ok := lockscripts.ParseInt(v)
+	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.MinArg+1) + "]")
 		return
 	}
@@ -201,13 +201,14 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscri
 		reply(-1, -2)
 		return
 	}
+	// The script compares what is left before it reads the value.
 	left := ms(k.PTTL)
 	switch {
-	case k.Value != token:
-		reply(-1, left)
-		return
 	case left < least:
 		reply(0, left)
+		return
+	case k.Value != token:
+		reply(-1, left)
 		return
 	}
 	start := time.Now()
@@ -275,13 +276,22 @@ func scriptToken(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (string, 
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.TokenArg+1) + "]")
 		return "", false
 	}
+	if spec.ClockArg >= 0 {
+		// Not used (each master reads its own clock), but the script would
+		// fail on a value that is not a number.
+		if v, ok := arg(argv, spec.ClockArg); !ok || !lockscripts.IsDecimal(v) {
+			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a clock, a decimal number, in ARGV[" + strconv.Itoa(spec.ClockArg+1) + "]")
+			return "", false
+		}
+	}
 	return token, databaseZero(c, spec, argv)
 }
 
 // databaseZero reports whether a script that SELECTs a database first
 // (spec.DBArg) selects database 0, the only one served, and refuses it
-// otherwise, as SELECT is refused. A value that is not a number makes the
-// script's protected SELECT fail, and the script runs in database 0.
+// otherwise, as SELECT is refused. What is not an integer as Redis writes
+// one is refused too: the script reads it with tonumber, which takes
+// " 1", "0x1" and "1e0" for database 1.
 func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
 	if spec.DBArg == 0 {
 		return true
@@ -291,7 +301,11 @@ func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.DBArg) + "]")
 		return false
 	}
-	if n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64); err == nil && n != 0 {
+	switch n, ok := lockscripts.ParseInt(v); {
+	case !ok:
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a database number, 0, in ARGV[" + strconv.Itoa(spec.DBArg) + "]")
+		return false
+	case n != 0:
 		c.WriteError("ERR redlock-proxy serves database 0 only")
 		return false
 	}
@@ -350,6 +364,13 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 	if !ok {
 		return
 	}
+	if i := spec.ReclaimArg(); i >= 0 {
+		if _, ok := spec.Holder(argv); !ok {
+			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a length, an integer, in ARGV[" + strconv.Itoa(i+1) + "]")
+			return
+		}
+	}
+	h, reclaims := spec.Holder(argv)
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
@@ -364,16 +385,20 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 		writeOutcome(c, spec, len(keys), true, "")
 	case !errors.Is(err, engine.ErrNotAcquired):
 		writeErr(c, err)
-	case r.Prev != nil && spec.Reclaims(argv, *r.Prev):
-		h, _ := spec.Holder(argv)
+	case reclaims && (r.Prev == nil || h.Holds(*r.Prev)):
+		// Each master decides as the script does; the quorum, as an
+		// extend.
 		start := time.Now()
 		_, renewed, err := s.rl.Reacquire(ctx, keys, token, ttl, h)
 		s.m.Extend(renewed, err, time.Since(start))
-		if err != nil {
+		switch {
+		case err != nil:
 			writeErr(c, err)
-			return
+		case renewed && (len(keys) == 1 || spec.MultiOutcome):
+			writeSpec(c, spec.Reclaimed)
+		default:
+			writeOutcome(c, spec, len(keys), renewed, spec.NotOwned)
 		}
-		writeOutcome(c, spec, len(keys), renewed, spec.NotOwned)
 	default:
 		writeOutcome(c, spec, len(keys), false, spec.NotOwned)
 	}
@@ -580,9 +605,9 @@ func (s *Server) ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (t
 // ttlArgOf is ttlArg without the bound.
 func ttlArgOf(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
 	v, ok := arg(argv, spec.TTLArg)
-	n, err := strconv.ParseInt(v, 10, 64)
+	n, valid := lockscripts.ParseInt(v)
 	limit := int64(1<<62) / int64(spec.TTLUnit)
-	if !ok || err != nil || n > limit || n < -limit || (spec.Op.PositiveTTL() && n <= 0) {
+	if !ok || !valid || n > limit || n < -limit || n <= 0 && positiveTTL(spec) {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "]")
 		return 0, false
 	}
@@ -601,6 +626,15 @@ func ttlArgOf(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Durati
 		return ttl.Round(time.Millisecond), true
 	}
 	return time.Duration(n) * spec.TTLUnit, true
+}
+
+// positiveTTL reports whether a script's TTL must be positive: it takes a
+// lock or a permit, renews a permit, or renews keys with SET … PX, which
+// fails on a TTL of 0 or less where PEXPIRE ends the key (a claim takes
+// an absent key with SET; of the multi-key extends, node-redlock's and
+// sesamecare's use SET and bsm/redislock's PEXPIRE: all are refused).
+func positiveTTL(spec *lockscripts.Spec) bool {
+	return spec.Op.PositiveTTL() || spec.Op == lockscripts.OpExtend && (spec.Multi || spec.Mode == engine.ExtendClaim)
 }
 
 // cmdScript answers SCRIPT LOAD, EXISTS and FLUSH from the proxy's own cache,

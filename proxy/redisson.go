@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -149,8 +148,8 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	latch, latchMS := "", int64(0)
 	if spec.Form == lockscripts.HashPublishLatch {
 		v, _ := arg(argv, 4)
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
+		n, ok := lockscripts.ParseInt(v)
+		if !ok || n <= 0 {
 			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs the latch's time in ARGV[5]")
 			return
 		}
@@ -164,6 +163,9 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	switch {
 	case err != nil:
 		writeErr(c, err)
+		return
+	case r.Latched && r.LatchNil:
+		c.WriteNull()
 		return
 	case r.Latched:
 		c.WriteInt64(r.LatchVal)
@@ -188,9 +190,10 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 }
 
 // hashExtendBatch is Redisson's batched renewal: ARGV[1] is the lease,
-// ARGV[i+1] the holder of KEYS[i]; each key is renewed on the quorum, and
-// the answer is 1 or 0 per key. A key whose renewal is not decided makes
-// the whole answer NOQUORUM, which Redisson tries again.
+// ARGV[i+1] the holder of KEYS[i]; each master renews the keys in one step,
+// in order, as the script does, each key decided on the quorum, and the
+// answer is 1 or 0 per key. A key whose renewal is not decided makes the
+// whole answer NOQUORUM, which Redisson tries again.
 func (s *Server) hashExtendBatch(c redcon.Conn, spec *lockscripts.Spec, keys []string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
@@ -202,24 +205,14 @@ func (s *Server) hashExtendBatch(c redcon.Conn, spec *lockscripts.Spec, keys []s
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	out := make([]bool, len(keys))
-	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			_, out[i], errs[i] = s.rl.ExtendHash(ctx, k, string(argv[i+1]), ttl)
-			s.m.Extend(out[i], errs[i], time.Since(start))
-		}()
+	start := time.Now()
+	out, err := s.rl.ExtendHashBatch(ctx, keys, strs(argv[1:len(keys)+1]), ttl)
+	for _, ok := range out {
+		s.m.Extend(ok, err, time.Since(start))
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			writeErr(c, err)
-			return
-		}
+	if err != nil {
+		writeErr(c, err)
+		return
 	}
 	c.WriteArray(len(keys))
 	for _, ok := range out {

@@ -71,12 +71,13 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 	}
 }
 
-// limitArg reads a permit script's number of permits, an integer (the
-// library's script would fail on anything else).
+// limitArg reads a permit script's number of permits, an integer as
+// Redis writes one (the library's script fails on what is not a number,
+// and reads " 2" or "2.5" as tonumber does; the proxy refuses those).
 func limitArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (int64, bool) {
 	v, ok := arg(argv, spec.LimitArg)
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if !ok || err != nil {
+	n, valid := lockscripts.ParseInt(v)
+	if !ok || !valid {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.LimitArg+1) + "]")
 		return 0, false
 	}

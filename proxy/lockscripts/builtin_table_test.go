@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -387,7 +386,8 @@ var oldBuiltinTable = map[string]*oldSpec{
 	// Spring Integration ≥ 6.4 renew: true / false (nil).
 	"fb00299e89f5ced6edc3926e0f407d0579b0b935": {name: "Spring renew", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.
-	"2b7f23e28e42f568dd06c8b2ce170ed24766260e": {name: "python-redis-lock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSet, ok: rZero, notOwned: rOne, absent: rOne},
+	// The Go table renewed a key without a TTL, which the script answers 2 (builtin_args.toml).
+	"2b7f23e28e42f568dd06c8b2ce170ed24766260e": {name: "python-redis-lock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSetIfTTL, ok: rZero, notOwned: rOne, absent: rOne, noTTL: ":2\r\n"},
 
 	// node-redlock 4.x and 5: multi-key acquire, extend and release, each
 	// answering the number of keys it acted on.
@@ -577,16 +577,17 @@ var oldWireSHAs = map[string]string{
 	"999a49a1d07671a8027165641001f5bad44608b3": "7f9d954992712b09267a025c87dc9d4591085c2c",
 }
 
-// oldSameTokenPrefix: ARGV[2] is the length of the token that starts ARGV[1].
+// oldSameTokenPrefix: ARGV[2] is the length of the token that starts
+// ARGV[1], read as bsm/redislock's obtain script reads it (GETRANGE held 0
+// n-1 against string.sub(ARGV[1], 1, n)): the old table's reading, which
+// took a length of 0 for "any value" and refused lengths beyond the token
+// and negative ones, was not the script's.
 func oldSameTokenPrefix(argv [][]byte, held string) bool {
 	if len(argv) < 2 {
 		return false
 	}
-	n, err := strconv.Atoi(string(argv[1]))
-	if err != nil || n < 0 || n > len(argv[0]) || n > len(held) {
-		return false
-	}
-	return held[:n] == string(argv[0][:n])
+	n, ok := ParseInt(string(argv[1]))
+	return ok && engine.Holder{Prefix: string(argv[0]), Range: true, Len: n}.Holds(held)
 }
 
 // oldSameToken is a reclaim for scripts that let the holder of a key take it

@@ -26,6 +26,7 @@ type Config struct {
 	DBArg        int        `toml:"db_arg"`         // ARGV index of a database number the script SELECTs (only 0 is served)
 	Reclaim      string     `toml:"reclaim"`        // acquire: "same_token" or "token_prefix" lets the holder take the key again
 	PrefixLenArg int        `toml:"prefix_len_arg"` // reclaim = "token_prefix": ARGV index of the prefix's length, from 1
+	ClockArg     int        `toml:"clock_arg"`      // ARGV index of a client's clock the script reads with tonumber (not used; a non-number is refused), from 1
 	Publish      string     `toml:"publish"`        // release: a message published on KEYS[2] when a quorum released, {key} and {token} replaced
 	Mode         string     `toml:"mode"`           // extend: set (default), setttl, add, claim, persist0
 	AddIf        *ArgEquals `toml:"add_if"`         // extend: the TTL is added to what is left when this ARGV holds this value
@@ -38,6 +39,7 @@ type Config struct {
 	NotOwned     any        `toml:"not_owned"`      // reply when the key holds another value (or no quorum agrees)
 	Absent       any        `toml:"absent"`         // reply when a quorum does not hold the key
 	NoTTL        any        `toml:"no_ttl"`         // extend: reply when the key has no TTL to add to
+	Reclaimed    any        `toml:"reclaimed"`      // acquire with reclaim: reply when the caller took back what it held
 }
 
 // ArgEquals names an ARGV value: the argument at index Arg (from 1) is
@@ -135,7 +137,7 @@ func (c Config) Spec(name string) (*Spec, error) {
 	}
 	sp := &Spec{Name: name, Op: rule.op, TokenArg: c.TokenArg - 1, TTLArg: c.TTLArg - 1, MinArg: c.MinArg - 1,
 		LimitArg: c.LimitArg - 1, DBArg: c.DBArg, Multi: c.Multi || rule.op == OpHashExtendBatch, Positive: c.Positive,
-		Shared: c.Shared, TTLUnit: time.Millisecond}
+		Shared: c.Shared, TTLUnit: time.Millisecond, ClockArg: c.ClockArg - 1}
 	for _, step := range []func(*Spec, opRule) error{
 		c.args, c.permit, c.ttlUnit, c.reclaim, c.publish, c.mode, c.addIf, c.unlockForm, c.flags, c.multiReply, c.replies, c.unread,
 	} {
@@ -157,6 +159,8 @@ func (c Config) args(_ *Spec, rule opRule) error {
 		return fmt.Errorf("min_arg must be an ARGV index from 1 for op %q", c.Op)
 	case c.DBArg < 0:
 		return fmt.Errorf("db_arg must be an ARGV index from 1, or 0 for none")
+	case c.ClockArg < 0:
+		return fmt.Errorf("clock_arg must be an ARGV index from 1, or 0 for none")
 	}
 	return nil
 }
@@ -323,6 +327,12 @@ func (c Config) replies(sp *Spec, rule opRule) error {
 	if sp.NoTTL, err = rawReply(c.NoTTL, sp.NotOwned); err != nil {
 		return fmt.Errorf("no_ttl: %w", err)
 	}
+	if sp.Reclaimed, err = rawReply(c.Reclaimed, sp.OK); err != nil {
+		return fmt.Errorf("reclaimed: %w", err)
+	}
+	if c.Reclaimed != nil && c.Reclaim == "" {
+		return fmt.Errorf("reclaimed is for an acquire with reclaim")
+	}
 	// Only an extend that may add to the TTL, or sets it only where there
 	// is one, can find a key without a TTL.
 	if c.NoTTL != nil && (sp.Op != OpExtend || sp.Mode != engine.ExtendSetIfTTL && sp.Mode != engine.ExtendAdd && sp.addIf == nil) {
@@ -357,8 +367,9 @@ func (c Config) unread(_ *Spec, rule opRule) error {
 	return nil
 }
 
-// rawReply turns a configured reply (an integer, "OK", "nil", or an array
-// of integers, "OK"s and arrays) into RESP.
+// rawReply turns a configured reply (an integer, "OK", "nil", a bulk
+// string in double quotes, '"OK"', or an array of integers, "OK"s, bulk
+// strings and arrays) into RESP.
 func rawReply(v any, def string) (string, error) {
 	if v == nil {
 		return def, nil
@@ -378,6 +389,11 @@ func encodeReply(v any, inArray bool) (string, error) {
 			return "", fmt.Errorf("\"nil\" cannot be inside an array (a Lua array ends at its first nil)")
 		case x == "nil":
 			return rNil, nil
+		case len(x) >= 2 && strings.HasPrefix(x, `"`) && strings.HasSuffix(x, `"`) && !strings.ContainsAny(x[1:len(x)-1], "\"\r\n"):
+			// A bulk string, in double quotes: '"OK"' is what a script's
+			// return "OK" answers.
+			b := x[1 : len(x)-1]
+			return "$" + strconv.Itoa(len(b)) + "\r\n" + b + "\r\n", nil
 		}
 	case []any:
 		out := "*" + strconv.Itoa(len(x)) + "\r\n"
@@ -390,5 +406,5 @@ func encodeReply(v any, inArray bool) (string, error) {
 		}
 		return out, nil
 	}
-	return "", fmt.Errorf("%v is not an integer, \"OK\", \"nil\" or an array of them", v)
+	return "", fmt.Errorf("%v is not an integer, \"OK\", \"nil\", a string in double quotes or an array of them", v)
 }

@@ -140,8 +140,9 @@ multi_reply = "count"
 }
 
 // The values an acquire takes over as its caller's: the token itself
-// (same_token), or any value that starts with the token's first
-// ARGV[prefix_len_arg] bytes (token_prefix); none when ARGV does not say.
+// (same_token), or, as bsm/redislock's obtain compares them, the values
+// whose first n bytes are the token's first n (token_prefix, n in
+// ARGV[prefix_len_arg]); none when ARGV does not say.
 func TestHolderIsWhatReclaimTakesOver(t *testing.T) {
 	same, _ := Config{Op: "acquire", TokenArg: 1, TTLArg: 2, Reclaim: "same_token"}.Spec("same")
 	prefix, _ := Config{Op: "acquire", TokenArg: 1, TTLArg: 3, Reclaim: "token_prefix", PrefixLenArg: 2}.Spec("prefix")
@@ -153,11 +154,13 @@ func TestHolderIsWhatReclaimTakesOver(t *testing.T) {
 		ok   bool
 	}{
 		{same, []string{"tok", "1000"}, engine.Holder{Prefix: "tok", Exact: true}, true},
-		{prefix, []string{"tok-meta", "3", "1000"}, engine.Holder{Prefix: "tok"}, true},
-		{prefix, []string{"tok-meta", "0", "1000"}, engine.Holder{Prefix: ""}, true},
-		{prefix, []string{"tok", "4", "1000"}, engine.Holder{}, false},
-		{prefix, []string{"tok", "-1", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok-meta", "3", "1000"}, engine.Holder{Prefix: "tok-meta", Range: true, Len: 3}, true},
+		{prefix, []string{"tok-meta", "0", "1000"}, engine.Holder{Prefix: "tok-meta", Range: true}, true},
+		{prefix, []string{"tok", "4", "1000"}, engine.Holder{Prefix: "tok", Range: true, Len: 4}, true},
+		{prefix, []string{"tok", "-1", "1000"}, engine.Holder{Prefix: "tok", Range: true, Len: -1}, true},
 		{prefix, []string{"tok", "x", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok", " 3", "1000"}, engine.Holder{}, false},
+		{prefix, []string{"tok", "03", "1000"}, engine.Holder{}, false},
 		{prefix, []string{"tok"}, engine.Holder{}, false},
 		{none, []string{"tok", "1000"}, engine.Holder{}, false},
 		{same, nil, engine.Holder{}, false},
@@ -174,6 +177,24 @@ func TestHolderIsWhatReclaimTakesOver(t *testing.T) {
 	h.Exact = true
 	if !h.Holds("tok") || h.Holds("tok-meta") {
 		t.Error("an exact holder holds its value alone")
+	}
+	// bsm/redislock's reading: GETRANGE held 0 n-1 == string.sub(token, 1, n).
+	for _, c := range []struct {
+		token string
+		n     int64
+		held  string
+		want  bool
+	}{
+		{"tok-a", 3, "tok-b", true}, {"tok-a", 3, "to", false}, {"tok-a", 3, "", false},
+		{"tok", 0, "tok", false}, {"tok", 0, "", true}, // 0: GETRANGE 0 -1 is the whole value, string.sub(t, 1, 0) ""
+		{"tok", 4, "tok", true}, {"tok", 9, "tok-b", false}, {"tok", 9, "to", false}, // beyond the token: the token itself
+		{"tok", -1, "tok", false}, {"tok", -1, "tokX", true}, {"tok", -1, "", false}, // -1: all of the token, all but the last byte of the value
+		{"tok", -2, "toxx", true}, {"tok", -2, "tox", false}, {"tok", -2, "t", false}, {"abc", -3, "a", true}, {"abc", -5, "z", false}, {"abc", -5, "", true},
+	} {
+		h := engine.Holder{Prefix: c.token, Range: true, Len: c.n}
+		if got := h.Holds(c.held); got != c.want {
+			t.Errorf("token %q, length %d: holds %q = %v, want %v", c.token, c.n, c.held, got, c.want)
+		}
 	}
 }
 
@@ -301,5 +322,27 @@ func TestSpecsRefuseAnUnreadableScript(t *testing.T) {
 	_, err := Specs([]Config{{File: "mine.lua", Source: "return redis.call('del', KEYS[1]) -- \x00", Op: "release", TokenArg: 1}})
 	if err == nil || !strings.Contains(err.Error(), "scripts[0] (mine.lua): not a script the proxy recognises: line 1: a NUL byte") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// An integer argument is read as Redis reads one, within what tonumber
+// reads exactly; a clock, as a decimal number.
+func TestParseIntAsRedis(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "7": true, "-7": true, "10000": true, "9007199254740992": true, "-9007199254740992": true,
+		"": false, "-": false, "-0": false, "007": false, "+7": false, " 7": false, "7 ": false, "7.0": false,
+		"1e3": false, "0x10": false, "9007199254740993": false, "9223372036854775807": false, "nan": false,
+	} {
+		if _, ok := ParseInt(s); ok != want {
+			t.Errorf("ParseInt(%q): %v, want %v", s, ok, want)
+		}
+	}
+	for s, want := range map[string]bool{
+		"1700000000.1234": true, "1700000000": true, "-1.5": true, "0": true,
+		"": false, ".5": false, "5.": false, " 5": false, "abc": false, "1e3": false, "0x10": false,
+	} {
+		if IsDecimal(s) != want {
+			t.Errorf("IsDecimal(%q): want %v", s, want)
+		}
 	}
 }

@@ -130,6 +130,13 @@ type Spec struct {
 	NotOwned string // a quorum holds another value, or no quorum agrees
 	Absent   string // a quorum does not hold the key
 	NoTTL    string // extend "setttl" or "add": the key has no TTL to add to
+	// Reclaimed is an acquire's reply when its caller took back what it
+	// held (reclaim), OK unless the script answers otherwise.
+	Reclaimed string
+	// ClockArg is the ARGV index (0-based) of a clock the script reads with
+	// tonumber, -1 if none. The proxy does not use it (each master judges
+	// time by its own clock), but refuses a value the script would fail on.
+	ClockArg int
 
 	addIf        *argEquals  // extend: when this ARGV holds this value, add to the remaining TTL
 	reclaim      reclaimRule // acquire: a held key whose quorum value the caller may take over
@@ -168,10 +175,14 @@ func (sp *Spec) Reclaims(argv [][]byte, held string) bool {
 }
 
 // Holder says which held values an acquire called with argv takes over
-// as its caller's own (reclaim): the token itself (same_token), or any
-// value that starts with the token's first ARGV[prefix_len_arg] bytes
-// (token_prefix). ok is false when the spec reclaims nothing, or argv
-// does not say.
+// as its caller's own (reclaim): the token itself (same_token), or, as
+// bsm/redislock's obtain reads its arguments, each value whose GETRANGE 0
+// n-1 equals string.sub(token, 1, n), n in ARGV[prefix_len_arg]
+// (token_prefix): for 0 < n ≤ the token's length, a value that starts
+// with the token's first n bytes; for 0, only an empty value; beyond the
+// token, the token itself; negative, what those two functions make of it
+// (engine.Holder). ok is false when the spec reclaims nothing, or argv
+// does not say (ReclaimArgOK).
 func (sp *Spec) Holder(argv [][]byte) (h engine.Holder, ok bool) {
 	if sp.TokenArg < 0 || sp.TokenArg >= len(argv) {
 		return h, false
@@ -184,13 +195,49 @@ func (sp *Spec) Holder(argv [][]byte) (h engine.Holder, ok bool) {
 		if sp.prefixLenArg >= len(argv) {
 			return h, false
 		}
-		n, err := strconv.Atoi(string(argv[sp.prefixLenArg]))
-		if err != nil || n < 0 || n > len(token) {
+		n, ok := ParseInt(string(argv[sp.prefixLenArg]))
+		if !ok {
 			return h, false
 		}
-		return engine.Holder{Prefix: token[:n]}, true
+		return engine.Holder{Prefix: token, Range: true, Len: n}, true
 	}
 	return h, false
+}
+
+// ReclaimArg is the ARGV index (0-based) of the token length a
+// token_prefix reclaim reads, -1 when the spec has none.
+func (sp *Spec) ReclaimArg() int {
+	if sp.reclaim != reclaimTokenPrefix {
+		return -1
+	}
+	return sp.prefixLenArg
+}
+
+// ParseInt reads an integer argument as Redis reads one (an optional '-'
+// and decimal digits, no leading zero, no space, no '+'), and only within
+// ±2⁵³, where a script that reads it with tonumber has the same number and
+// writes it back the same. ok is false for anything else: the proxy
+// refuses what it cannot read as both would.
+func ParseInt(s string) (int64, bool) {
+	d := strings.TrimPrefix(s, "-")
+	if d == "" || len(d) > 16 || d[0] == '0' && (len(d) > 1 || len(s) > 1) || strings.Trim(d, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > 1<<53 || n < -(1<<53) {
+		return 0, false
+	}
+	return n, true
+}
+
+// IsDecimal reports whether s is a decimal number, an optional '-', digits
+// and an optional fraction: a number Lua's tonumber reads (and a subset of
+// what it reads).
+func IsDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, dot := strings.Cut(s, ".")
+	digits := func(x string) bool { return x != "" && strings.Trim(x, "0123456789") == "" }
+	return digits(whole) && (!dot || digits(frac))
 }
 
 // Publishes reports whether the script is a release that also publishes

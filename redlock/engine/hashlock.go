@@ -30,9 +30,9 @@ func HashAttemptKey(key string) string { return FenceStatePrefix + "hattempt:" +
 
 // hashAcquireScript takes KEYS[1] for the holder ARGV[1] for ARGV[2] ms,
 // recording the attempt ARGV[3] in KEYS[2]: {1, 1} taken, {2, holds}
-// reentered, {0, PTTL} held by another holder (or not a hash).
-var hashAcquireScript = newScript(`
-local t = redis.call('TYPE', KEYS[1]).ok
+// reentered, {0, PTTL} held by another holder; WRONGTYPE when not a hash,
+// as Redisson's script fails there.
+var hashAcquireScript = newScript(hashTypeCheck + `
 if t == 'none' then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -46,6 +46,15 @@ if t == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return {2, n}
 end
 return {0, redis.call('PTTL', KEYS[1])}`)
+
+// hashTypeCheck begins the per-master hash lock scripts: t is the type
+// of KEYS[1], and a type other than a hash fails with WRONGTYPE, as
+// Redisson's scripts do.
+const hashTypeCheck = `
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'none' and t ~= 'hash' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end`
 
 // hashUndoScript gives back the hold that attempt ARGV[2] of holder
 // ARGV[1] took, if it is the last attempt recorded: 1; else 0.
@@ -63,15 +72,19 @@ return 1`)
 
 // hashReleaseScript gives back one hold of holder ARGV[1]; the last one
 // deletes the key, others set its TTL to ARGV[2] ms. With a latch key
-// (KEYS[2]) present, nothing is done and its value answered: {-3, value}.
+// (KEYS[2]) present, nothing is done and its value answered as Redisson's
+// script answers it, tonumber(value): {-3, value}, or {-4, 0} for nil.
 // Else {1, 0} deleted, {2, holds left}, {0, 0} held by another holder,
 // {-1, 0} absent.
 var hashReleaseScript = newScript(`
 if #KEYS > 1 then
   local v = redis.call('GET', KEYS[2])
-  if v then return {-3, tonumber(v) or 0} end
-end
-local t = redis.call('TYPE', KEYS[1]).ok
+  if v then
+    local n = tonumber(v)
+    if n == nil then return {-4, 0} end
+    return {-3, n}
+  end
+end` + hashTypeCheck + `
 if t == 'none' then return {-1, 0} end
 if t ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {0, 0} end
 local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
@@ -84,8 +97,7 @@ return {1, 0}`)
 
 // hashExtendScript sets the TTL of KEYS[1] to ARGV[2] ms where holder
 // ARGV[1] holds it: 1; 0 held by another holder; -1 absent.
-var hashExtendScript = newScript(`
-local t = redis.call('TYPE', KEYS[1]).ok
+var hashExtendScript = newScript(hashTypeCheck + `
 if t == 'none' then return -1 end
 if t ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -165,7 +177,7 @@ func (c *Client) acquireHashOnce(ctx context.Context, key, holder string, ttl ti
 	// attempt took; it is tried again until it lands, as an acquire's is,
 	// the master's votes for the holder withheld meanwhile.
 	run := newAcquireRun(c, keys[:1], ttl, holder, func(_ *node, v hashVote, err error) (*call, bool) {
-		if err == nil && v.state == 0 {
+		if err == nil && v.state == 0 || isReplyError(err) {
 			return nil, false
 		}
 		return &call{script: hashUndoScript, keys: keys, args: []any{holder, which}}, true
@@ -225,6 +237,7 @@ type HashRelease struct {
 	Holds    int64 // when held and not freed: the holds left, as a quorum counts them
 	Latched  bool  // a quorum answered from the latch: nothing was done
 	LatchVal int64 // its value
+	LatchNil bool  // … which is not a number: nil
 }
 
 // ReleaseHash gives back one hold of the hash lock key by holder on every
@@ -246,7 +259,7 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 	ch := fanoutScript(c, hashReleaseScript, keys, []any{holder, ttl.Milliseconds()}, parseHashVote, nil)
 	taint := taintKey(keys[:1], holder)
 	var left []int64 // holds left where a counted vote gave one back
-	latched := map[int64]int{}
+	latched, latchedNil := map[int64]int{}, 0
 	t := c.newVotes()
 	// A hold still held on a quorum is final at once (more answers can
 	// only raise the quorum-th count); a freed lock waits for every
@@ -272,12 +285,18 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 			left = append(left, x.val.n)
 		case x.val.state == -3:
 			latched[x.val.n]++
+		case x.val.state == -4:
+			latchedNil++
 		}
 		return t.lost() || t.won() && quorumCount(left, c.quorum) > 0
 	})
 	// Only a master that kept holds set the TTL.
 	note.settle(refusedBy(got, func(v hashVote) bool { return v.state == 2 }))
 	var r HashRelease
+	if latchedNil >= c.quorum {
+		r.Latched, r.LatchNil = true, true
+		return r, nil
+	}
 	for v, n := range latched {
 		if n >= c.quorum {
 			r.Latched, r.LatchVal = true, v
@@ -311,6 +330,87 @@ func quorumCount(ns []int64, quorum int) int64 {
 // left. It decides as Extend does, and stretches the restart guard.
 func (c *Client) ExtendHash(ctx context.Context, key, holder string, ttl time.Duration) (r ExtendResult, ok bool, err error) {
 	return c.extendWith(ctx, key, ttl, hashExtendScript, holder, strconv.FormatInt(ttl.Milliseconds(), 10))
+}
+
+// hashExtendBatchScript is Redisson's batched renewal on one master: in
+// order, each key KEYS[i] that holder ARGV[i+1] holds gets the TTL ARGV[1]
+// ms. Answers, per key, 1 renewed, 0 held by another holder, -1 absent; a
+// key that is not a hash fails the whole with WRONGTYPE, the keys before
+// it renewed, as Redisson's script does.
+var hashExtendBatchScript = newScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local t = redis.call('TYPE', k).ok
+  if t ~= 'none' and t ~= 'hash' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+  end
+  if t == 'none' then out[i] = -1
+  elseif redis.call('HEXISTS', k, ARGV[i + 1]) == 1 then
+    redis.call('PEXPIRE', k, ARGV[1])
+    out[i] = 1
+  else out[i] = 0 end
+end
+return out`)
+
+// ExtendHashBatch is ExtendHash of keys[i] for holders[i], each decided
+// on its own, in one step on each master, as Redisson's batched renewal
+// runs: ok[i] reports that key i was renewed on a quorum with validity
+// left. A key whose renewal is not decided either way makes the answer a
+// *QuorumError (or the error a quorum of masters answered).
+func (c *Client) ExtendHashBatch(ctx context.Context, keys, holders []string, ttl time.Duration) ([]bool, error) {
+	if len(keys) != len(holders) {
+		return nil, errors.New("redlock: a holder for each key")
+	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		c.WaitWrites(ctx, k)
+	}
+	notes := make([]*ttlNote, len(keys))
+	for i := range keys {
+		notes[i] = c.noteTTL(keys[i:i+1], ttl, false, 0)
+	}
+	args := []any{ttl.Milliseconds()}
+	for _, h := range holders {
+		args = append(args, h)
+	}
+	start := time.Now()
+	ch := fanoutScript(c, hashExtendBatchScript, keys, args, (*redis.Cmd).Int64Slice, nil)
+	ts := make([]votes, len(keys))
+	for i := range ts {
+		ts[i] = c.newVotes()
+	}
+	got := collect(ch, len(c.nodes), func(got []reply[[]int64]) bool {
+		r := got[len(got)-1]
+		decided := true
+		for i := range ts {
+			x := r // each key's count marks its own copy
+			countReply(c, &ts[i], &x, taintKey(keys[i:i+1], holders[i]), func(v []int64) vote {
+				if i < len(v) && v[i] == 1 {
+					return voteYes
+				}
+				return voteNo
+			})
+			decided = decided && ts[i].decided()
+		}
+		return decided
+	})
+	for i, n := range notes {
+		// Only a master that renewed the key set its TTL.
+		n.settle(refusedBy(got, func(v []int64) bool { return i < len(v) && v[i] == 1 }))
+	}
+	v := validity(ttl, time.Since(start), c.opts.drift)
+	out := make([]bool, len(keys))
+	for i, t := range ts {
+		switch {
+		case t.won():
+			out[i] = ttl <= 0 || v > 0
+		case !t.lost():
+			return out, t.err()
+		}
+	}
+	return out, nil
 }
 
 // HashState is a key as a single Redis holding the quorum's state would

@@ -69,18 +69,65 @@ func (c *Client) AcquireAll(ctx context.Context, keys []string, value string, tt
 }
 
 // Holder names the values a Reacquire takes as its caller's own: those
-// that start with Prefix, or, with Exact, Prefix itself.
+// that start with Prefix; with Exact, Prefix itself; with Range, each
+// value v (an absent key's is "") where GETRANGE v 0 Len-1 equals Lua's
+// string.sub(Prefix, 1, Len), as bsm/redislock's obtain script compares
+// them, for every Len it may be given.
 type Holder struct {
 	Prefix string
 	Exact  bool
+	Range  bool
+	Len    int64
 }
 
 // Holds reports whether v is one of h's values.
 func (h Holder) Holds(v string) bool {
-	if h.Exact {
+	switch {
+	case h.Exact:
 		return v == h.Prefix
+	case h.Range:
+		return getRange(v, 0, h.Len-1) == luaSub(h.Prefix, 1, h.Len)
 	}
 	return strings.HasPrefix(v, h.Prefix)
+}
+
+// getRange is Redis's GETRANGE of s from start to end, both inclusive,
+// negative ones counted from the end.
+func getRange(s string, start, end int64) string {
+	n := int64(len(s))
+	if start < 0 && end < 0 && start > end {
+		return ""
+	}
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	start, end = max(start, 0), max(end, 0)
+	if end >= n {
+		end = n - 1
+	}
+	if start > end || n == 0 {
+		return ""
+	}
+	return s[start : end+1]
+}
+
+// luaSub is Lua 5.1's string.sub(s, i, j).
+func luaSub(s string, i, j int64) string {
+	n := int64(len(s))
+	rel := func(p int64) int64 {
+		if p < 0 {
+			p += n + 1
+		}
+		return max(p, 0)
+	}
+	i, j = max(rel(i), 1), min(rel(j), n)
+	if i > j {
+		return ""
+	}
+	return s[i-1 : j]
 }
 
 // Reacquire is a holder's acquire of a lock it holds: on every master
@@ -92,11 +139,14 @@ func (h Holder) Holds(v string) bool {
 // were not h's were absent); otherwise the error is a *QuorumError. The TTL
 // stretches the restart guard.
 func (c *Client) Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h Holder) (r ExtendResult, ok bool, err error) {
-	exact := "0"
-	if h.Exact {
-		exact = "1"
+	mode := "prefix"
+	switch {
+	case h.Exact:
+		mode = "exact"
+	case h.Range:
+		mode = "range"
 	}
-	return c.extendKeys(ctx, c.quorum, keys, ttl, reacquireScript, value, ttl.Milliseconds(), h.Prefix, exact)
+	return c.extendKeys(ctx, c.quorum, keys, ttl, reacquireScript, value, ttl.Milliseconds(), h.Prefix, mode, h.Len)
 }
 
 // acquireSteps returns the per-master vote of an acquire, how to read its
@@ -213,8 +263,8 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	c.flights.begin(keys, len(c.nodes))
 	note := c.noteTTL(keys, ttl, true, 0)
 	run := newAcquireRun(c, keys, ttl, value, func(n *node, v setVote, err error) (*call, bool) {
-		if err == nil && !v.set {
-			return nil, false // refused: nothing taken
+		if err == nil && !v.set || isReplyError(err) {
+			return nil, false // refused, or failed (another type): nothing taken
 		}
 		return undo(n), true
 	})

@@ -64,11 +64,10 @@ var ErrWrongType error = replyError("WRONGTYPE Operation against a key holding t
 // ARGV[2] permits for ARGV[3] ms, when fewer than ARGV[2] unexpired members
 // hold it (the token itself counted, as the library counts it). Answers 1
 // admitted, 2 admitted again (the token was a member; its expiry is
-// renewed), 0 full, -1 the key holds another type.
-var permitAcquireScript = newScript(`
+// renewed), 0 full; WRONGTYPE when the key holds another type, as the
+// library's script fails there.
+var permitAcquireScript = newScript(permitTypeCheck + `
 local key, token, limit, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local ty = redis.call('TYPE', key).ok
-if ty ~= 'none' and ty ~= 'zset' then return -1 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -81,12 +80,10 @@ return 1`)
 
 // permitRefreshScript renews token ARGV[1]'s permit of the semaphore
 // KEYS[1] for ARGV[2] ms where the token is an unexpired member. Answers 1
-// renewed, 0 not a member (or another type), -1 absent.
-var permitRefreshScript = newScript(`
+// renewed, 0 not a member, -1 absent; WRONGTYPE for another type.
+var permitRefreshScript = newScript(permitTypeCheck + `
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
-if ty ~= 'zset' then return 0 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -94,6 +91,14 @@ if not redis.call('ZSCORE', key, token) then return 0 end
 redis.call('ZADD', key, now + ttl, token)
 redis.call('PEXPIREAT', key, redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')[2])
 return 1`)
+
+// permitTypeCheck begins the per-master permit scripts: ty is the type of
+// KEYS[1], and a type other than a sorted set fails with WRONGTYPE.
+const permitTypeCheck = `
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'zset' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end`
 
 // permitReleaseScript removes each token in ARGV from the semaphore KEYS[1]
 // and answers, per token, 1 removed or 0 not a member; {-1} when the key
@@ -111,9 +116,10 @@ return out`)
 // removed from every master where this call added it, also where it timed
 // out (a token that was a member there before keeps its permit). Errors
 // are those of Acquire: ErrHeld when enough masters are full that the
-// quorum is out of reach (and at once for a limit below 1), a *QuorumError
-// when too few masters could vote. A master where the key holds another
-// type refuses, as the library's script fails there. Its TTL stretches the
+// quorum is out of reach (always for a limit below 1, once each master
+// has pruned its expired permits), a *QuorumError when too few masters
+// could vote; WRONGTYPE when a quorum of them hold the key as another
+// type, as the library's script fails there. Its TTL stretches the
 // restart guard.
 func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (*Lock, error) {
 	if ttl <= 0 {
@@ -122,9 +128,8 @@ func (c *Client) AcquirePermit(ctx context.Context, key, token string, limit int
 	if err := c.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, ErrHeld
-	}
+	// A limit below 1 admits no one, but each master still prunes its
+	// expired permits, as the library's script does.
 	q := c.permitQuorum(limit)
 	for attempt := 0; ; attempt++ {
 		l, err := c.acquirePermitOnce(ctx, key, token, limit, ttl, q)
@@ -147,7 +152,7 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 	run := newAcquireRun(c, keys, ttl, token, func(_ *node, v int64, err error) (*call, bool) {
 		// Take back what this call added, also where it timed out (it
 		// may still land); a token that was a member keeps its permit.
-		if err != nil || v == 1 {
+		if err != nil && !isReplyError(err) || err == nil && v == 1 {
 			return &call{script: permitReleaseScript, keys: keys, args: []any{token}}, true
 		}
 		return nil, false
@@ -160,7 +165,7 @@ func (c *Client) acquirePermitOnce(ctx context.Context, key, token string, limit
 		if v > 0 {
 			return voteYes
 		}
-		refused++ // full, or the key holds another type
+		refused++ // full
 		return voteNo
 	})
 	elapsed := time.Since(start)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,8 +149,23 @@ func decidedOrLost(t *votes) bool { return t.won() || !t.canWin() }
 // reachable is how many masters could have counted.
 func (t *votes) reachable() int { return t.n - t.failed - t.withheld }
 
-// err is the *QuorumError of a step whose outcome cannot be known.
+// err is the error of a step whose outcome cannot be known: the error a
+// quorum of masters answered alike (WRONGTYPE when the key holds another
+// type, a script's error), as one Redis would have answered it; else a
+// *QuorumError.
 func (t *votes) err() error {
+	n := map[replyError]int{}
+	for _, e := range t.errs {
+		var re replyError
+		if errors.As(e, &re) {
+			// Without the name of the per-master script, which is the
+			// proxy's own, not the client's.
+			msg, _, _ := strings.Cut(string(re), " script: ")
+			if n[replyError(msg)]++; n[replyError(msg)] >= t.quorum {
+				return replyError(msg)
+			}
+		}
+	}
 	return &QuorumError{Reachable: t.reachable(), Needed: t.quorum, Nodes: t.errs, Guarded: t.guarded}
 }
 

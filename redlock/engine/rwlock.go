@@ -18,12 +18,12 @@ import (
 // rwAcquireScript takes KEYS[1] for token ARGV[1] for ARGV[2] ms, exclusively
 // when ARGV[3] is "w", shared when "r". Answers 1 taken, 2 taken by a token
 // that already held it (renewed or demoted), 3 a reader promoted to writer,
-// 0 refused, -1 the key holds another type (the library refuses a plain
-// string lock).
-var rwAcquireScript = newScript(`
+// 0 refused (a plain string lock too, as the library refuses it); the
+// error WRONGTYPE when the key holds another type, as the library's script
+// fails there.
+var rwAcquireScript = newScript(rwTypeCheck + `
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local ty = redis.call('TYPE', key).ok
-if ty ~= 'none' and ty ~= 'zset' then return -1 end
+if ty == 'string' then return 0 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
@@ -48,6 +48,16 @@ if promoted then return 3 end
 if mine then return 2 end
 return 1`)
 
+// rwTypeCheck begins the per-master read/write lock scripts: ty is the
+// type of KEYS[1]; a type other than a sorted set or a string (the lock of
+// Symfony before 5.2, which the library's scripts refuse) fails with
+// WRONGTYPE, as the library's scripts do.
+const rwTypeCheck = `
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty ~= 'none' and ty ~= 'zset' and ty ~= 'string' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end`
+
 // rwDemoteScript undoes a promotion: token ARGV[1], the writer of KEYS[1],
 // becomes a reader again.
 var rwDemoteScript = newScript(`
@@ -57,9 +67,8 @@ return 1`)
 // rwExtendScript sets the expiry of token ARGV[1] in KEYS[1] (and of the
 // write marker, if any) to ARGV[2] ms from now. Answers 1 renewed, 0 not
 // held by the token, -1 absent.
-var rwExtendScript = newScript(`
+var rwExtendScript = newScript(rwTypeCheck + `
 local key, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
 if ty ~= 'zset' or not redis.call('ZSCORE', key, token) then return 0 end
 local t = redis.call('TIME')
@@ -71,9 +80,8 @@ return 1`)
 
 // rwReleaseScript removes token ARGV[1] from KEYS[1], and the write marker
 // with it. Answers 1 removed, 0 not held by the token, -1 absent.
-var rwReleaseScript = newScript(`
+var rwReleaseScript = newScript(rwTypeCheck + `
 local key, token = KEYS[1], ARGV[1]
-local ty = redis.call('TYPE', key).ok
 if ty == 'none' then return -1 end
 if ty ~= 'zset' or not redis.call('ZSCORE', key, token) then return 0 end
 redis.call('ZREM', key, token)
@@ -83,9 +91,8 @@ if m then redis.call('PEXPIREAT', key, m) end
 return 1`)
 
 // rwHeldScript answers 1 when token ARGV[1] holds KEYS[1] unexpired, else 0.
-var rwHeldScript = newReadScript(`
+var rwHeldScript = newReadScript(rwTypeCheck + `
 local key, token = KEYS[1], ARGV[1]
-local ty = redis.call('TYPE', key).ok
 if ty ~= 'zset' then return 0 end
 local t = redis.call('TIME')
 redis.call('ZREMRANGEBYSCORE', key, '-inf', t[1] * 1000 + math.floor(t[2] / 1000))
@@ -130,7 +137,7 @@ func (c *Client) acquireRWOnce(ctx context.Context, key, token string, ttl time.
 		switch {
 		case err == nil && v == 3:
 			return &call{script: rwDemoteScript, keys: keys, args: []any{token}}, false
-		case err != nil || v == 1:
+		case err != nil && !isReplyError(err) || err == nil && v == 1:
 			return &call{script: rwReleaseScript, keys: keys, args: []any{token}}, true
 		}
 		return nil, false

@@ -193,7 +193,7 @@ func TestAcquireRWNoQuorum(t *testing.T) {
 }
 
 // A plain string lock on the key refuses the read/write lock, as the
-// library's own script does.
+// library's own script does; another type fails, as the script does.
 func TestAcquireRWOnStringKey(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	c := rwClient(t, ms)
@@ -204,17 +204,25 @@ func TestAcquireRWOnStringKey(t *testing.T) {
 	if _, err := c.AcquireRW(ctx, "rw:s", "tok", 5*time.Second, false); !errors.Is(err, ErrHeld) {
 		t.Fatalf("got %v, want held elsewhere", err)
 	}
-	// Any other type is refused too, rather than failing on every master.
+	// Any other type fails with WRONGTYPE, as the library's scripts fail
+	// on it, and nothing is taken.
 	for _, m := range ms {
 		mc := m.Client()
 		mc.HSet(ctx, "rw:h", "f", "v")
 		mc.Close()
 	}
-	if _, err := c.AcquireRW(ctx, "rw:h", "tok", 5*time.Second, true); !errors.Is(err, ErrHeld) {
-		t.Fatalf("hash: got %v, want held elsewhere", err)
+	if _, err := c.AcquireRW(ctx, "rw:h", "tok", 5*time.Second, true); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("hash: got %v, want WRONGTYPE", err)
 	}
-	if held, err := c.HeldRW(ctx, "rw:h", "tok"); held || err != nil {
+	if held, err := c.HeldRW(ctx, "rw:h", "tok"); held || !errors.Is(err, ErrWrongType) {
 		t.Fatalf("hash: held %v %v", held, err)
+	}
+	for _, m := range ms {
+		mc := m.Client()
+		if f, _ := mc.HGetAll(ctx, "rw:h").Result(); len(f) != 1 || f["f"] != "v" {
+			t.Errorf("%s: the hash became %v", m, f)
+		}
+		mc.Close()
 	}
 }
 

@@ -88,16 +88,23 @@ var extendAllScript = newScript(allHoldToken + `for _, k in ipairs(KEYS) do redi
 return 1`)
 
 // reacquireScript sets every key in KEYS to ARGV[1], with a TTL of ARGV[2]
-// ms (0: none), when each of them holds a value of the same holder: ARGV[3]
-// itself when ARGV[4] is '1', else a value that starts with ARGV[3].
-// Answers 1 set; else 0 when a key holds another value, -1 when the keys
-// that are not the holder's are absent.
+// ms (0: none), when each of them holds a value of the same holder
+// (engine.Holder): with ARGV[4] 'exact', ARGV[3] itself; 'prefix', a value
+// that starts with ARGV[3]; 'range', as bsm/redislock's obtain compares
+// them, GETRANGE k 0 n-1 equal to string.sub(ARGV[3], 1, n), n in ARGV[5]
+// (an absent key's range is empty). Answers 1 set; else 0 when a key holds
+// another value, -1 when the keys that are not the holder's are absent.
 var reacquireScript = newScript(`
-local p, exact, absent = ARGV[3], ARGV[4] == '1', false
+local p, mode, absent = ARGV[3], ARGV[4], false
+local n = tonumber(ARGV[5])
 for _, k in ipairs(KEYS) do
-  local v = redis.call('GET', k)
-  if v == false then absent = true
-  elseif (exact and v ~= p) or (not exact and string.sub(v, 1, #p) ~= p) then return 0 end
+  if mode == 'range' then
+    if redis.call('GETRANGE', k, 0, n - 1) ~= string.sub(p, 1, n) then return 0 end
+  else
+    local v = redis.call('GET', k)
+    if v == false then absent = true
+    elseif (mode == 'exact' and v ~= p) or (mode == 'prefix' and string.sub(v, 1, #p) ~= p) then return 0 end
+  end
 end
 if absent then return -1 end
 local ttl = tonumber(ARGV[2])
