@@ -307,7 +307,9 @@ type fanoutOp[T any] struct {
 func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	n := op.c.nodes[i]
 	v, err := op.parse(cmd)
-	n.record(err, now.Sub(op.start), now)
+	// The master answered if the command came back, whatever the answer
+	// parses to (a LargeValue where a string was due, say).
+	n.record(cmd.Err(), now.Sub(op.start), now)
 	if op.after != nil {
 		op.after(n, v, err)
 	}
