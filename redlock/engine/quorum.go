@@ -353,3 +353,14 @@ func heldBy(counts map[string]int, quorum int) *string {
 	}
 	return nil
 }
+
+// heldByLarge is heldBy for values too long to keep, told apart by their
+// length and hash.
+func heldByLarge(counts map[LargeValue]int, quorum int) *LargeValue {
+	for v, k := range counts {
+		if k >= quorum {
+			return &v
+		}
+	}
+	return nil
+}
