@@ -15,7 +15,10 @@ import (
 func errorReply(err error) string {
 	var qe *engine.QuorumError
 	var re redis.Error
+	var large *engine.ValueTooLargeError
 	switch {
+	case errors.As(err, &large):
+		return tooLargeReply(large.Len, large.Max)
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed:
 		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
 	case errors.As(err, &qe):

@@ -64,6 +64,9 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			lock++
 		}
 	}
+	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
+		return
+	}
 	switch {
 	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
 		s.runHashScript(c, st, spec, strs(keys), argv)

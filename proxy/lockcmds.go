@@ -32,9 +32,12 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	if !o.nx {
 		s.rl.CoverTTL(o.ttl(time.Now()))
-		s.broadcastMajority(c, toAny(args))
+		s.broadcastMajority(c, toAny(args), o.get)
 		return
 	}
 	ttl := o.ttl(time.Now())
@@ -64,6 +67,9 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	s.acquire(c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
 		if ok {
 			c.WriteInt(1)
@@ -84,6 +90,8 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 		reply(err == nil)
 	case err == nil:
 		c.WriteNull() // NX GET: the key was absent and is now set
+	case r.PrevTooLarge != nil:
+		c.WriteError(tooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
 	case r.Prev != nil:
 		c.WriteBulkString(*r.Prev)
 	default:
@@ -115,6 +123,9 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	k, typ, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
@@ -144,6 +155,9 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	k, _, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
@@ -161,6 +175,9 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if len(args) < 2 {
 		wrongArgs(c, "exists")
+		return
+	}
+	if s.oversizedKey(c, args[1:]) {
 		return
 	}
 	n := int64(0)
@@ -204,6 +221,9 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, strings.ToLower(string(args[0])))
 		return
 	}
+	if s.oversizedKey(c, args[1:]) {
+		return
+	}
 	n := int64(0)
 	var rest [][]byte
 	for _, key := range args[1:] {
@@ -238,6 +258,9 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	if name != "persist" {
 		n, err := parseInt(args[2])
 		if err != nil {
@@ -266,6 +289,9 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	if n, err := parseInt(args[2]); err != nil {
 		c.WriteError("ERR value is not an integer or out of range")
 		return
@@ -275,7 +301,7 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	} else {
 		s.rl.CoverTTL(expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	}
-	s.broadcastMajority(c, toAny(args))
+	s.broadcastMajority(c, toAny(args), false)
 }
 
 // expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
@@ -312,13 +338,16 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	ttl, msg := parseGetEx(args[2:], time.Now())
 	if msg != "" {
 		c.WriteError(msg)
 		return
 	}
 	s.rl.CoverTTL(ttl)
-	s.broadcastMajority(c, toAny(args))
+	s.broadcastMajority(c, toAny(args), true)
 }
 
 // parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
@@ -357,7 +386,10 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	s.broadcastMajority(c, toAny(args))
+	if s.oversized(c, args[1:]) {
+		return
+	}
+	s.broadcastMajority(c, toAny(args), true)
 }
 
 func toAny(args [][]byte) []any {
@@ -367,6 +399,8 @@ func toAny(args [][]byte) []any {
 	}
 	return out
 }
+
+func isLarge(v any) bool { _, ok := v.(engine.LargeValue); return ok }
 
 // answerKey groups equal answers of different masters.
 func answerKey(r engine.Result) (string, bool) {
@@ -387,22 +421,30 @@ func answerKey(r engine.Result) (string, bool) {
 // the node timeout), so that a read that follows sees the write everywhere
 // it landed, as on a single Redis. Only answers that may count as votes
 // (engine.Result.Counts) are counted; with too few of them the answer is
-// NOQUORUM.
-func (s *Server) broadcastMajority(c redcon.Conn, args []any) {
-	if r, ok := s.majority(c, args); ok {
-		writeResult(c, r)
+// NOQUORUM. With valued (GETDEL, GETEX, SET … GET: the reply is the key's
+// value), a master where the value is longer than proxy.max_lock_value
+// changes nothing (engine.BroadcastValue), and a quorum of them answers
+// the error that says so.
+func (s *Server) broadcastMajority(c redcon.Conn, args []any, valued bool) {
+	if r, ok := s.majority(c, args, valued); ok {
+		s.writeResult(c, r)
 	}
 }
 
 // majority is broadcastMajority's write and count: it returns the answer a
 // quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
 // no answer holds a quorum) and reports false.
-func (s *Server) majority(c redcon.Conn, args []any) (engine.Result, bool) {
+func (s *Server) majority(c redcon.Conn, args []any, valued bool) (engine.Result, bool) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
 	s.rl.WaitWrites(ctx, fmt.Sprint(args[1]))
-	got := s.rl.Broadcast(ctx, nil, args...)
+	var got []engine.Result
+	if valued {
+		got = s.rl.BroadcastValue(ctx, nil, args...)
+	} else {
+		got = s.rl.Broadcast(ctx, nil, args...)
+	}
 	counts := map[string]int{}
 	answered := 0
 	for _, r := range got {
@@ -423,11 +465,13 @@ func (s *Server) majority(c redcon.Conn, args []any) (engine.Result, bool) {
 	return engine.Result{}, false
 }
 
-func writeResult(c redcon.Conn, r engine.Result) {
+func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 	var re redis.Error
 	switch {
 	case r.Err == redis.Nil:
 		c.WriteNull()
+	case r.Err == nil && isLarge(r.Val):
+		c.WriteError(tooLargeReply(r.Val.(engine.LargeValue).Len, int(s.cfg.Proxy.MaxLockValue)))
 	case errors.As(r.Err, &re):
 		c.WriteError(re.Error())
 	default:
