@@ -1,18 +1,27 @@
 package proxy_test
 
 import (
+	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // What a lock operation may carry is bounded (proxy.max_lock_value, 64 KB
-// by default; payload.go).
+// by default), and one long value on a lock key does not hold up anyone
+// else's lock operations on the pipelines they share (payload.go,
+// engine/batch.go).
 
 // Scripts of the libraries, by the SHA1 of the text each sends: the proxy
 // runs a known library script without its text.
@@ -121,4 +130,223 @@ func TestMaxLockValueOffWritesEveryMaster(t *testing.T) {
 	over := strings.Repeat("t", 1<<20)
 	mustEqual(t, "SET NX PX of a 1 MB token, bound off", must(e.do("SET", k, over, "NX", "PX", 20000)), any("OK"))
 	mustEqual(t, "masters holding the 1 MB token", count(e.onMasters(k), over), 3)
+}
+
+// lockers acquire and release keys of their own in a loop, each on its own
+// connection, as an application's lock clients do, and count what fails.
+type lockers struct {
+	ops, fails atomic.Int64
+	mu         sync.Mutex
+	errs       []string
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLockers(e *env, n int) *lockers {
+	l := &lockers{stop: make(chan struct{})}
+	for i := 0; i < n; i++ {
+		l.wg.Add(1)
+		go func(i int) {
+			defer l.wg.Done()
+			c := e.client()
+			defer c.Close()
+			ctx := context.Background()
+			for j := 0; ; j++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				k, tok := e.key(fmt.Sprintf("locker%d", i)), fmt.Sprintf("%d-%d", i, j)
+				ok, err := c.SetNX(ctx, k, tok, 5*time.Second).Result()
+				l.note(err, !ok, "acquire", ok)
+				if err != nil || !ok {
+					continue
+				}
+				n, err := c.Eval(ctx, unlockScript, []string{k}, tok).Int()
+				l.note(err, n != 1, "release", n)
+			}
+		}(i)
+	}
+	return l
+}
+
+func (l *lockers) note(err error, wrong bool, what string, got any) {
+	l.ops.Add(1)
+	if err == nil && !wrong {
+		return
+	}
+	l.fails.Add(1)
+	l.mu.Lock()
+	if len(l.errs) < 5 {
+		l.errs = append(l.errs, fmt.Sprintf("%s: %v %v", what, got, err))
+	}
+	l.mu.Unlock()
+}
+
+func (l *lockers) halt() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+var markedDownRE = regexp.MustCompile(`master\d+:[^\r]*,marked_down=(\d+),`)
+
+// markedDown sums how many times the proxy marked a master down.
+func (e *env) markedDown() int {
+	n := 0
+	for _, m := range markedDownRE.FindAllStringSubmatch(must(e.do("INFO", "redlock")).(string), -1) {
+		d, _ := strconv.Atoi(m[1])
+		n += d
+	}
+	return n
+}
+
+// slowLinkEnv is newEnv with each master behind a relay that forwards at
+// most 32 KB every 2 ms, about 16 MB/s (a link of 130 Mbit/s): a 25 MB
+// value takes more than a second and a half to arrive, far beyond the
+// node timeout, whatever the machine's load; a lock command takes a few
+// milliseconds more. The node timeout is 500 ms, so that the two CPUs this
+// test shares between three masters, the proxy and its clients (and other
+// work) do not fail lock commands on their own.
+func slowLinkEnv(t *testing.T, mutate func(*proxy.Config)) *env {
+	return newEnv(t, 3, func(c *proxy.Config) {
+		c.Redlock.NodeTimeout = proxy.Duration{Duration: 500 * time.Millisecond}
+		for i, m := range c.Redlock.Masters {
+			r := redistest.NewRelay(t, m)
+			r.Delay.Store(int64(2 * time.Millisecond))
+			c.Redlock.Masters[i] = r.Addr()
+		}
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// longReadRun seeds a 25 MB value on a lock key directly on the masters,
+// reads it through the quorum in a loop while four other clients acquire
+// and release keys of their own, and returns the lockers' counts and what
+// the reader got.
+func longReadRun(t *testing.T, e *env, d time.Duration) (l *lockers, reads, served int64, readErr string) {
+	big := strings.Repeat("v", 25<<20)
+	e.seed(e.key("big"), big, 0, 0, 1, 2)
+	l = startLockers(e, 4)
+	var nr, ns atomic.Int64
+	var last atomic.Value
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		c := e.client()
+		defer c.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v, err := c.Get(context.Background(), e.key("big")).Result()
+			nr.Add(1)
+			switch {
+			case err != nil:
+				last.Store(err.Error())
+				time.Sleep(10 * time.Millisecond)
+			case v == big:
+				ns.Add(1)
+			default:
+				last.Store(fmt.Sprintf("a value of %d bytes", len(v)))
+			}
+		}
+	}()
+	time.Sleep(d)
+	close(stop)
+	<-done
+	l.halt()
+	readErr, _ = last.Load().(string)
+	return l, nr.Load(), ns.Load(), readErr
+}
+
+// A 25 MB value on a lock key, written on the masters directly and read
+// through the quorum over and over across slow links, fails none of the
+// other clients' lock operations, and no master is marked down: with the
+// default bound the read is refused without the value leaving the
+// masters; with the bound raised it is served, read on connections of its
+// own while the lock commands go on on the shared pipelines.
+func TestLongValueReadLeavesOthersLocking(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit proxy.Size
+	}{{"refused (default bound)", 64 << 10}, {"served (bound 64 MB)", 64 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := slowLinkEnv(t, func(c *proxy.Config) { c.Proxy.MaxLockValue = tc.limit })
+			l, reads, served, readErr := longReadRun(t, e, 5*time.Second)
+			t.Logf("%d lock operations, %d failed %v; %d reads of the 25 MB value, %d served; marked down %d times", l.ops.Load(), l.fails.Load(), l.errs, reads, served, e.markedDown())
+			if l.fails.Load() != 0 || l.ops.Load() < 100 {
+				t.Errorf("lockers: %d of %d operations failed: %v", l.fails.Load(), l.ops.Load(), l.errs)
+			}
+			if d := e.markedDown(); d != 0 {
+				t.Errorf("masters marked down %d times", d)
+			}
+			switch {
+			case tc.limit < 25<<20 && (served != 0 || !strings.Contains(readErr, "is 26214400 bytes, more than proxy.max_lock_value (65536 bytes)")):
+				t.Errorf("reads: %d served, last error %q; want the max_lock_value error", served, readErr)
+			case tc.limit >= 25<<20 && (served == 0 || served != reads):
+				t.Errorf("reads: %d of %d served, last error %q", served, reads, readErr)
+			}
+		})
+	}
+}
+
+// The negative control: with the engine's guard off (big values ride the
+// shared pipelines, one deadline for a whole batch), the same reads fail
+// the other clients' lock operations and get masters marked down.
+func TestLongValueReadWithoutGuardFailsOthers(t *testing.T) {
+	e := slowLinkEnv(t, func(c *proxy.Config) {
+		c.Proxy.MaxLockValue = 64 << 20
+		c.GuardsOff = []string{string(engine.GuardBigPayloads)}
+	})
+	l, reads, served, readErr := longReadRun(t, e, 5*time.Second)
+	t.Logf("guard off: %d lock operations, %d failed %v; %d reads, %d served (last error %q); marked down %d times",
+		l.ops.Load(), l.fails.Load(), l.errs, reads, served, readErr, e.markedDown())
+	if l.fails.Load() == 0 {
+		t.Fatalf("with the guard off no lock operation failed (%d): the control shows nothing", l.ops.Load())
+	}
+}
+
+// An acquire, SET NX GET and GETDEL of a lock key that holds a 25 MB value
+// (written on the masters directly, beyond the bound): the acquire is
+// refused as for any holder, the value is never brought back (SET NX GET
+// and GETDEL answer the bound's error, and GETDEL deletes nothing), and
+// the other clients' lock operations go on.
+func TestLockCommandsOnLongValue(t *testing.T) {
+	e := slowLinkEnv(t, nil)
+	k := e.key("big")
+	big := strings.Repeat("v", 25<<20)
+	e.seed(k, big, 0, 0, 1, 2)
+	l := startLockers(e, 4)
+	for i := 0; i < 2; i++ {
+		if v, err := e.do("SET", k, "tok", "NX", "PX", 10000); err != redis.Nil {
+			t.Fatalf("SET NX over a 25 MB value: %v %v; want nil", v, err)
+		}
+		for _, cmd := range [][]any{{"SET", k, "tok", "NX", "GET", "PX", 10000}, {"GETDEL", k}, {"GETEX", k, "PX", 100}} {
+			if _, err := e.do(cmd...); err == nil || !strings.Contains(err.Error(), "is 26214400 bytes, more than proxy.max_lock_value") {
+				t.Fatalf("%v over a 25 MB value: %v", cmd[0], err)
+			}
+		}
+	}
+	l.halt()
+	t.Logf("%d lock operations meanwhile, %d failed %v", l.ops.Load(), l.fails.Load(), l.errs)
+	if l.fails.Load() != 0 {
+		t.Errorf("lockers: %d of %d operations failed: %v", l.fails.Load(), l.ops.Load(), l.errs)
+	}
+	for i, m := range e.masters {
+		c := m.Client()
+		n, err := c.StrLen(context.Background(), k).Result()
+		ttl, _ := c.PTTL(context.Background(), k).Result()
+		c.Close()
+		if err != nil || n != 25<<20 || ttl != -1 {
+			t.Errorf("master %d: the 25 MB value is %d bytes, PTTL %v (%v); want it untouched", i, n, ttl, err)
+		}
+	}
+	if d := e.markedDown(); d != 0 {
+		t.Errorf("masters marked down %d times", d)
+	}
 }
