@@ -82,6 +82,20 @@ func TestLockOperationBeyondMaxLockValueRefused(t *testing.T) {
 			t.Errorf("%s: got %v, want the max_lock_value refusal", tc.name, err)
 		}
 	}
+	// Pipelined among others, the refusal keeps its place.
+	pipe := e.c.Pipeline()
+	a := pipe.SetNX(context.Background(), "lock:"+e.key("a"), "t", time.Minute)
+	b := pipe.SetNX(context.Background(), "lock:"+e.key("b"), over, time.Minute)
+	c := pipe.SetNX(context.Background(), "lock:"+e.key("c"), "t", time.Minute)
+	_, _ = pipe.Exec(context.Background())
+	if !a.Val() || b.Err() == nil || !strings.Contains(b.Err().Error(), "exceeds proxy.max_lock_value") || !c.Val() {
+		t.Fatalf("pipelined: %v %v, %v, %v %v", a.Val(), a.Err(), b.Err(), c.Val(), c.Err())
+	}
+	for _, x := range []string{"a", "c"} {
+		if _, err := e.do("DEL", "lock:"+e.key(x)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The issue's own case: a 100 MB token in SET NX PX 20000.
 	start := time.Now()
 	_, err := e.do("SET", k, strings.Repeat("x", 100<<20), "NX", "PX", 20000)
