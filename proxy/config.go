@@ -62,6 +62,10 @@ func (s Size) MarshalText() ([]byte, error) { return []byte(strconv.FormatInt(in
 // maxSize bounds every Size setting (1 TiB), far above any sane limit.
 const maxSize = 1 << 40
 
+// minLockValue is the least proxy.max_lock_value: room for a lock key, a
+// token and a script's other arguments of every client library.
+const minLockValue = 1 << 10
+
 // Config is the proxy's configuration; config.toml at the repository root
 // documents every field.
 type Config struct {
@@ -128,6 +132,12 @@ type ProxyConfig struct {
 	// MaxQueryBuffer bounds the bytes of one command a client may have sent
 	// but not finished (Redis's client-query-buffer-limit).
 	MaxQueryBuffer Size `toml:"max_query_buffer"`
+	// MaxLockValue bounds what one lock operation carries to every master:
+	// its keys and arguments together (a token, a key name, a script's
+	// ARGV), and the value of a lock key a quorum operation brings back.
+	// Beyond it the operation is refused before anything is sent
+	// (payload.go).
+	MaxLockValue Size `toml:"max_lock_value"`
 	// WriteTimeout closes a client that does not read its replies: a write
 	// to it that makes no progress for this long fails. 0 waits forever.
 	WriteTimeout Duration `toml:"write_timeout"`
@@ -234,7 +244,7 @@ func DefaultConfig() Config {
 		Proxy: ProxyConfig{
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
-			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, WriteTimeout: Duration{30 * time.Second},
+			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, MaxLockValue: 64 << 10, WriteTimeout: Duration{30 * time.Second},
 			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, UnknownScripts: "refuse", MaxInflight: 512,
 			GCHeadroom: 16 << 20,
 		},
@@ -318,6 +328,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("proxy.max_bulk_len: %d is outside 1..%d bytes", c.Proxy.MaxBulkLen, int64(maxSize))
 	case c.Proxy.MaxQueryBuffer < c.Proxy.MaxBulkLen || c.Proxy.MaxQueryBuffer > maxSize:
 		return fmt.Errorf("proxy.max_query_buffer: %d is outside %d (proxy.max_bulk_len)..%d bytes", c.Proxy.MaxQueryBuffer, c.Proxy.MaxBulkLen, int64(maxSize))
+	case c.Proxy.MaxLockValue < minLockValue || c.Proxy.MaxLockValue > maxSize:
+		return fmt.Errorf("proxy.max_lock_value: %d is outside %d..%d bytes", c.Proxy.MaxLockValue, minLockValue, int64(maxSize))
 	case c.Proxy.WriteTimeout.Duration < 0:
 		return errors.New("proxy.write_timeout: must not be negative")
 	case c.Proxy.LockWaitPoll.Duration <= 0:

@@ -17,11 +17,14 @@ func errorReply(err error) string {
 	var qe *engine.QuorumError
 	var te *engine.TTLError
 	var re redis.Error
+	var large *engine.ValueTooLargeError
 	switch {
 	case errors.As(err, &te):
 		return fmt.Sprintf("ERR redlock-proxy: a lock TTL of %s exceeds redlock.max_lock_ttl (%s)", engine.FormatTTL(te.TTL), engine.FormatTTL(te.Max))
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed && len(qe.Guarded) > 0:
 		return fmt.Sprintf("NOQUORUM %d of the masters can vote, %d needed; %s", qe.Reachable, qe.Needed, guardedText(qe.Guarded))
+	case errors.As(err, &large):
+		return tooLargeReply(large.Len, large.Max)
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed:
 		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
 	case errors.As(err, &qe) && len(qe.Guarded) > 0:

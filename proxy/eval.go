@@ -64,6 +64,9 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			lock++
 		}
 	}
+	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
+		return
+	}
 	switch {
 	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
 		s.runHashScript(c, st, spec, strs(keys), argv)
@@ -131,7 +134,7 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 			writeErr(c, err)
 			return
 		}
-		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }); ok {
+		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
 			c.WriteInt(1)
 		}
 	}

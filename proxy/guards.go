@@ -17,7 +17,7 @@ func Guards() []string {
 }
 
 // proxyGuards are the proxy's own guards.
-var proxyGuards = []string{guardLeaseLapse, guardAdmin, guardLockCache, guardReserved, guardBackendLockKeys, guardBackendScripts}
+var proxyGuards = []string{guardLeaseLapse, guardAdmin, guardLockCache, guardReserved, guardBackendLockKeys, guardBackendScripts, guardLockValue}
 
 // guardsOff is the engine option that switches off the client's guards
 // named in names.

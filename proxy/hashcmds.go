@@ -27,6 +27,9 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	ctx, cancel := s.opContext()
 	defer cancel()
 	h, err := s.rl.ReadHash(ctx, string(args[1]))

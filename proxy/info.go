@@ -66,8 +66,8 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if !m.Up {
 				state = "down"
 			}
-			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,run_id=%s\r\n",
-				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.RunID)
+			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,run_id=%s\r\n",
+				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.MarkedDown, m.Handoffs, m.AloneCommands, m.RunID)
 		}
 	})
 	wire.WriteVerbatim(c, b.String())

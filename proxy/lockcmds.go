@@ -32,16 +32,20 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	if !o.nx {
 		w, err := s.rl.NoteTTL(string(args[1]), o.ttl(time.Now()))
 		if err != nil {
 			writeErr(c, err)
 			return
 		}
-		// Set unless refused: XX on an absent key answers nil.
+		// Set unless refused: XX on an absent key answers nil; a value too
+		// long to answer (SET … GET) changes nothing.
 		s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool {
-			return r.Err == nil || r.Err == redis.Nil && !o.xx
-		})
+			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.xx
+		}, o.get)
 		return
 	}
 	ttl := o.ttl(time.Now())
@@ -100,6 +104,9 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	s.acquire(c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
 		if ok {
 			c.WriteInt(1)
@@ -120,6 +127,8 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 		reply(err == nil)
 	case err == nil:
 		c.WriteNull() // NX GET: the key was absent and is now set
+	case r.PrevTooLarge != nil:
+		c.WriteError(tooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
 	case r.Prev != nil:
 		c.WriteBulkString(*r.Prev)
 	default:
@@ -151,6 +160,9 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	k, typ, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
@@ -180,6 +192,9 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	k, _, err := s.readAnyType(args[1])
 	switch {
 	case err != nil:
@@ -197,6 +212,9 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if len(args) < 2 {
 		wrongArgs(c, "exists")
+		return
+	}
+	if s.oversizedKey(c, args[1:]) {
 		return
 	}
 	n := int64(0)
@@ -240,6 +258,9 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, strings.ToLower(string(args[0])))
 		return
 	}
+	if s.oversizedKey(c, args[1:]) {
+		return
+	}
 	n := int64(0)
 	var rest [][]byte
 	for _, key := range args[1:] {
@@ -274,6 +295,9 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	var w *engine.TTLWrite
 	if name != "persist" {
 		n, err := parseInt(args[2])
@@ -306,6 +330,9 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	n, err := parseInt(args[2])
 	switch {
 	case err != nil:
@@ -320,7 +347,7 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		writeErr(c, err)
 		return
 	}
-	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil })
+	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
 }
 
 // expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
@@ -357,6 +384,9 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.oversized(c, args[1:]) {
+		return
+	}
 	ttl, msg := parseGetEx(args[2:], time.Now())
 	if msg == errSyntax {
 		c.WriteError(msg)
@@ -372,8 +402,9 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	// A bad expiry value is Redis's error only where the key holds a
 	// string; absent, GETEX answers nil: the masters answer it, and
-	// refuse to write anything. A nil reply: nothing was set.
-	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil })
+	// refuse to write anything. A nil reply: nothing was set; a value too
+	// long to answer changes nothing.
+	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
 }
 
 const errSyntax = "ERR syntax error"
@@ -420,7 +451,10 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	s.broadcastMajority(c, toAny(args), nil, nil)
+	if s.oversized(c, args[1:]) {
+		return
+	}
+	s.broadcastMajority(c, toAny(args), nil, nil, true)
 }
 
 func toAny(args [][]byte) []any {
@@ -430,6 +464,8 @@ func toAny(args [][]byte) []any {
 	}
 	return out
 }
+
+func isLarge(v any) bool { _, ok := v.(engine.LargeValue); return ok }
 
 // answerKey groups equal answers of different masters.
 func answerKey(r engine.Result) (string, bool) {
@@ -452,22 +488,31 @@ func answerKey(r engine.Result) (string, bool) {
 // (engine.Result.Counts) are counted; with too few of them the answer is
 // NOQUORUM. A write of a TTL on a lock key passes w (engine.NoteTTL), and
 // applied, which says from a master's answer whether it took effect there.
-func (s *Server) broadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool) {
-	if r, ok := s.majority(c, args, w, applied); ok {
-		writeResult(c, r)
+// With valued (GETDEL, GETEX, SET … GET: the reply is the key's value), a
+// master where the value is longer than proxy.max_lock_value changes
+// nothing (engine.BroadcastValue), and a quorum of them answers the error
+// that says so.
+func (s *Server) broadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) {
+	if r, ok := s.majority(c, args, w, applied, valued); ok {
+		s.writeResult(c, r)
 	}
 }
 
 // majority is broadcastMajority's write and count: it returns the answer a
 // quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
 // no answer holds a quorum) and reports false.
-func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool) (engine.Result, bool) {
+func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) (engine.Result, bool) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q := s.rl.Quorum()
 	key := fmt.Sprint(args[1])
 	s.rl.WaitWrites(ctx, key)
-	got := s.rl.Broadcast(ctx, key, nil, args...)
+	var got []engine.Result
+	if valued {
+		got = s.rl.BroadcastValue(ctx, key, nil, args...)
+	} else {
+		got = s.rl.Broadcast(ctx, key, nil, args...)
+	}
 	w.Done(got, applied)
 	counts := map[string]int{}
 	answered := 0
@@ -489,11 +534,13 @@ func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied
 	return engine.Result{}, false
 }
 
-func writeResult(c redcon.Conn, r engine.Result) {
+func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 	var re redis.Error
 	switch {
 	case r.Err == redis.Nil:
 		c.WriteNull()
+	case r.Err == nil && isLarge(r.Val):
+		c.WriteError(tooLargeReply(r.Val.(engine.LargeValue).Len, int(s.cfg.Proxy.MaxLockValue)))
 	case errors.As(r.Err, &re):
 		c.WriteError(re.Error())
 	default:

@@ -117,7 +117,7 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError(msg)
 		return
 	}
-	if !s.nativeKey(c, args[1]) {
+	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
 	if o.token == "" {
@@ -213,7 +213,7 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, "lock.release")
 		return
 	}
-	if !s.nativeKey(c, args[1]) {
+	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
 	ok, freed, err := s.releaseNative(string(args[1]), string(args[2]))
@@ -258,7 +258,7 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR invalid expire time in 'lock.extend' command")
 		return
 	}
-	if !s.nativeKey(c, args[1]) {
+	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
 	v, ok, err := s.extendNative(string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond)
@@ -291,7 +291,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, "lock.info")
 		return
 	}
-	if !s.nativeKey(c, args[1]) {
+	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
 	ctx, cancel := s.opContext()

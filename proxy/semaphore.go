@@ -155,6 +155,7 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' of a semaphore's permits (" + echo(key) + ") would act on one master's copy; a semaphore lives on a quorum of masters: its scripts take and renew permits, ZREM gives them back, EXISTS, PTTL and DEL answer for the whole")
 	case len(args) < 3:
 		wrongArgs(c, name)
+	case s.oversized(c, args[1:]):
 	default:
 		ctx, cancel := s.opContext()
 		defer cancel()

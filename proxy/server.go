@@ -89,6 +89,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
 		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
 		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize),
+		engine.WithMaxValue(int(cfg.Proxy.MaxLockValue)),
 		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
 		engine.WithRedisOptions(func(i int, o *redis.Options) {
 			o.CredentialsProvider = creds.provider(r.Masters[i])

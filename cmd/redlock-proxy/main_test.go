@@ -105,6 +105,7 @@ func TestConfigErrors(t *testing.T) {
 		{"[redlock]\nmasters = [\"a:1\"]\nnode_timeout = \"fast\"\n", "invalid duration"},
 		{"[redlock]\nmasters = [\"a:1\"]\ndrift_factor = 2.0\n", "redlock.drift_factor"},
 		{"[redlock]\nmasters = [\"a:1\"]\n[log]\nlevel = \"loud\"\n", "log.level"},
+		{"[proxy]\nmax_lock_value = \"100\"\n[redlock]\nmasters = [\"a:1\"]\n", "proxy.max_lock_value: 100 is outside 1024.."},
 		{"[redlock]\nmasters = [\"a:1\"]\n[[scripts]]\nfile = \"nope.lua\"\nop = \"release\"\ntoken_arg = 1\n", "scripts[0]: open"},
 		{"[redlock]\nmasters = [\"a:1\"]\n[[scripts]]\nfile = \"/etc/hostname\"\nop = \"unlock\"\ntoken_arg = 1\n", `op "unlock" is not one of`},
 	}

@@ -252,11 +252,14 @@ var (
 	masterLatency   = prometheus.NewDesc("redlock_proxy_master_latency_seconds", "Latency of the master's last successful call.", []string{"master"}, nil)
 	masterPipelines = prometheus.NewDesc("redlock_proxy_master_pipelines_total", "Pipelines (one write, replies read back in order) sent to the master for quorum operations.", []string{"master"}, nil)
 	masterCommands  = prometheus.NewDesc("redlock_proxy_master_commands_total", "Commands those pipelines carried; divided by redlock_proxy_master_pipelines_total, how many operations share one.", []string{"master"}, nil)
+	masterDowns     = prometheus.NewDesc("redlock_proxy_master_marked_down_total", "Times the master was marked down (calls skip it until a background probe reaches it).", []string{"master"}, nil)
+	masterHandoffs  = prometheus.NewDesc("redlock_proxy_master_handoffs_total", "Pipelines to the master handed to a new connection because a reply carried a long string, so that the commands queued behind it did not wait for it.", []string{"master"}, nil)
+	masterAlone     = prometheus.NewDesc("redlock_proxy_master_alone_commands_total", "Commands sent to the master on a connection of their own, off the shared pipeline: long commands, and reads of long values.", []string{"master"}, nil)
 	masterUndoFails = prometheus.NewDesc("redlock_proxy_master_rollback_failures_total", "Tries to undo a refused acquire's part on the master that failed (timeout, lost connection); each is tried again until it lands or the lock would have expired.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone} {
 		ch <- d
 	}
 }
@@ -272,6 +275,9 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterPipelines, prometheus.CounterValue, float64(m.Pipelines), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterCommands, prometheus.CounterValue, float64(m.Commands), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterUndoFails, prometheus.CounterValue, float64(m.RollbackFailures), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterDowns, prometheus.CounterValue, float64(m.MarkedDown), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterHandoffs, prometheus.CounterValue, float64(m.Handoffs), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterAlone, prometheus.CounterValue, float64(m.AloneCommands), m.Addr)
 	}
 }
 

@@ -38,6 +38,29 @@ type call struct {
 	res      redis.Cmd // the reply
 	sent     bool      // written, reply not yet read
 	readOnly bool      // changes nothing on the master (a check)
+	alone    bool      // sent on a connection of its own (runAlone), not the shared pipeline
+	digest   bool      // keeps no long string of its reply: each comes back as a LargeValue
+}
+
+// size is about how many bytes c takes to send: its keys and string
+// arguments (the command, if encoded already).
+func (c *call) size() int {
+	if c.raw != nil {
+		return len(c.raw)
+	}
+	n := 0
+	for _, k := range c.keys {
+		n += len(k)
+	}
+	for _, a := range c.args {
+		switch v := a.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // writes reports whether c may change what the master holds.
@@ -75,7 +98,25 @@ type batcher struct {
 
 	pipelines atomic.Int64 // pipelines sent
 	commands  atomic.Int64 // commands sent in them
+	handoffs  atomic.Int64 // pipelines handed to another worker for a long reply
+	aloneRuns atomic.Int64 // calls sent on a connection of their own
+
+	// Long commands run on connections of their own, at most aloneMax at
+	// once per master; connections that served them, or that a worker
+	// left with its pipeline, wait in spare for the next.
+	alone   chan struct{}
+	spareMu sync.Mutex
+	spare   []*mconn
+	closed  bool
 }
+
+// aloneMax bounds the long commands (and long reads) that run at once on
+// connections of their own, per master; spareMax the connections kept
+// for them.
+const (
+	aloneMax = 8
+	spareMax = 2
+)
 
 // queueLen is how many commands may wait for one master. A stalled master's
 // queue can fill (the proxy lets each client have proxy.max_inflight
@@ -85,7 +126,7 @@ type batcher struct {
 const queueLen = 16384
 
 func newBatcher(n *node, workers, queue int) *batcher {
-	b := &batcher{n: n, reqs: make(chan *call, queue), stop: make(chan struct{})}
+	b := &batcher{n: n, reqs: make(chan *call, queue), stop: make(chan struct{}), alone: make(chan struct{}, aloneMax)}
 	for i := 0; i < workers; i++ {
 		go b.work()
 	}
@@ -94,6 +135,10 @@ func newBatcher(n *node, workers, queue int) *batcher {
 
 // send queues c. It blocks only while the queue is full.
 func (b *batcher) send(ctx context.Context, c *call) {
+	if b.long(c) {
+		go b.runAlone(c)
+		return
+	}
 	select {
 	case b.reqs <- c:
 	case <-b.stop:
@@ -110,6 +155,10 @@ var errQueueFull = errors.New("redlock: too many commands queued for this master
 // trySend queues c, or answers it with errQueueFull at once: a lock
 // operation must not wait on one slow master's queue.
 func (b *batcher) trySend(c *call) {
+	if b.long(c) {
+		go b.runAlone(c)
+		return
+	}
 	select {
 	case b.reqs <- c:
 	default:
@@ -120,10 +169,80 @@ func (b *batcher) trySend(c *call) {
 // sendAsync queues c without blocking: from a worker's own callback, a
 // blocking send into a full queue would wait on itself.
 func (b *batcher) sendAsync(c *call) {
+	if b.long(c) {
+		go b.runAlone(c)
+		return
+	}
 	select {
 	case b.reqs <- c:
 	default:
 		go b.send(context.Background(), c)
+	}
+}
+
+// long reports whether c goes on a connection of its own: asked so, or
+// longer than the shared pipeline carries.
+func (b *batcher) long(c *call) bool {
+	return c.alone || c.size() > b.n.opts.bigAt()
+}
+
+// errAloneBusy answers a long command that found every connection for long
+// commands of its master busy until its deadline: the proxy's own limit,
+// which says nothing of the master.
+var errAloneBusy = errors.New("redlock: too many long commands for this master at once")
+
+// runAlone sends calls (one long command, or the commands of a long read)
+// on a connection of their own, off the shared pipeline: they take as long
+// as their bytes take to travel, and nobody else's command waits behind
+// them. It waits for one of the master's aloneMax slots until the first
+// call's deadline.
+func (b *batcher) runAlone(calls ...*call) {
+	fail := func(err error) {
+		for _, c := range calls {
+			c.fail(err)
+		}
+	}
+	t := time.NewTimer(time.Until(calls[0].deadline))
+	defer t.Stop()
+	select {
+	case b.alone <- struct{}{}:
+	case <-t.C:
+		fail(errAloneBusy)
+		return
+	case <-b.stop:
+		fail(errClosed)
+		return
+	}
+	defer func() { <-b.alone }()
+	b.aloneRuns.Add(int64(len(calls)))
+	w := &worker{b: b, alone: true, conn: b.takeSpare()}
+	w.exec(calls)
+	w.release()
+}
+
+// takeSpare returns a spare connection, or nil.
+func (b *batcher) takeSpare() *mconn {
+	b.spareMu.Lock()
+	defer b.spareMu.Unlock()
+	if len(b.spare) == 0 {
+		return nil
+	}
+	m := b.spare[len(b.spare)-1]
+	b.spare = b.spare[:len(b.spare)-1]
+	return m
+}
+
+// putSpare keeps m for the next that needs a connection, or closes it.
+func (b *batcher) putSpare(m *mconn) {
+	m.w, m.digest = nil, false
+	b.spareMu.Lock()
+	if !b.closed && len(b.spare) < spareMax {
+		b.spare = append(b.spare, m)
+		m = nil
+	}
+	b.spareMu.Unlock()
+	if m != nil {
+		m.close()
 	}
 }
 
@@ -132,6 +251,39 @@ type worker struct {
 	b       *batcher
 	conn    *mconn          // nil until the first batch, and after an I/O error
 	dialing chan dialResult // a new connection being opened, or nil
+	// alone: the worker runs one long command (runAlone), or has handed
+	// the shared pipeline to another worker and finishes its last batch.
+	alone bool
+}
+
+// handOff gives the shared pipeline to a new worker: the connection's next
+// reply is long (a string beyond bigAt), and the commands queued meanwhile
+// would wait for all of it. This worker reads on, answers its batch, and
+// ends, leaving its connection spare.
+func (w *worker) handOff() {
+	if w.alone {
+		return
+	}
+	w.alone = true
+	w.b.handoffs.Add(1)
+	go w.b.work()
+}
+
+// release leaves the worker's connections: spare, or closed once the
+// batcher is.
+func (w *worker) release() {
+	if w.conn != nil {
+		w.b.putSpare(w.conn)
+		w.conn = nil
+	}
+	if w.dialing != nil {
+		go func(ch chan dialResult) {
+			if r := <-ch; r.m != nil {
+				w.b.putSpare(r.m)
+			}
+		}(w.dialing)
+		w.dialing = nil
+	}
 }
 
 type dialResult struct {
@@ -140,19 +292,8 @@ type dialResult struct {
 }
 
 func (b *batcher) work() {
-	w := &worker{b: b}
-	defer func() {
-		if w.conn != nil {
-			w.conn.close()
-		}
-		if w.dialing != nil {
-			go func(ch chan dialResult) {
-				if r := <-ch; r.m != nil {
-					r.m.close()
-				}
-			}(w.dialing)
-		}
-	}()
+	w := &worker{b: b, conn: b.takeSpare()}
+	defer w.release()
 	batch := make([]*call, 0, maxBatch)
 	for {
 		select {
@@ -175,6 +316,9 @@ func (b *batcher) work() {
 		}
 		w.exec(batch)
 		clear(batch)
+		if w.alone {
+			return // handed over: another worker has the queue
+		}
 	}
 }
 
@@ -220,7 +364,16 @@ func (w *worker) exec(batch []*call) {
 }
 
 func (b *batcher) close() {
-	b.closeOnce.Do(func() { close(b.stop) })
+	b.closeOnce.Do(func() {
+		close(b.stop)
+		b.spareMu.Lock()
+		spare := b.spare
+		b.spare, b.closed = nil, true
+		b.spareMu.Unlock()
+		for _, m := range spare {
+			m.close()
+		}
+	})
 }
 
 func isNoScript(err error) bool {

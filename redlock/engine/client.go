@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -47,7 +48,38 @@ type options struct {
 	undoByToken bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
 	noUndoRetry bool           // tests only: leave what a failed rollback should have undone until it expires
 	dialInline  bool           // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
+	maxValue    int            // WithMaxValue: the longest string of a reply kept; 0: maxBulk
 }
+
+// bigAt is the most one command or one string of a reply may take on a
+// master's shared pipeline (conn.go); with GuardBigPayloads off, anything.
+func (o *options) bigAt() int {
+	if o.guardsOff[GuardBigPayloads] {
+		return math.MaxInt
+	}
+	return bigAt
+}
+
+// keepMax is the longest string of a master's reply that is kept; longer
+// ones come back as LargeValue. With GuardBigPayloads off, all are kept.
+func (o *options) keepMax() int {
+	if o.maxValue <= 0 || o.guardsOff[GuardBigPayloads] {
+		return maxBulk
+	}
+	return o.maxValue
+}
+
+// inlineMax is the longest value that a read of a key brings back on the
+// shared pipeline; a longer one is reported by its length (readScript),
+// then read on connections of its own if it is kept at all (Read).
+func (o *options) inlineMax() int { return min(o.bigAt(), o.keepMax()) }
+
+// WithMaxValue sets the longest string of a master's reply that the client
+// keeps: a longer one (a value written on the masters directly) is read
+// as it arrives and dropped, and stands as a LargeValue in the reply; Read
+// of a key that holds one answers a *ValueTooLargeError. Default: Redis's
+// own longest string, 512 MB. A lock's token is tens of bytes.
+func WithMaxValue(n int) Option { return func(o *options) { o.maxValue = n } }
 
 // Option configures a Client.
 type Option func(*options)
@@ -141,11 +173,18 @@ const (
 	// even if every master that did not answer, or whose vote the restart
 	// guard withholds, had voted yes; anything less is a *QuorumError.
 	GuardNotHeldNeedsQuorum Guard = "not-held-needs-quorum"
+	// GuardBigPayloads: a long command, and a long string in a reply,
+	// stay off the master's shared pipeline (a connection of their own, a
+	// handed-over pipeline), transfers that make progress do not time
+	// out, and strings longer than WithMaxValue are not kept. Off, one
+	// big value fails the commands of every operation that shares its
+	// pipeline, and the masters are counted as failing.
+	GuardBigPayloads Guard = "big-payloads"
 )
 
 // Guards lists every guard WithGuardsOff knows.
 func Guards() []Guard {
-	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum}
+	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum, GuardBigPayloads}
 }
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that
@@ -304,6 +343,13 @@ type MasterStatus struct {
 	// commands they carried: Commands/Pipelines is how many concurrent
 	// operations' commands share one write and one read on it.
 	Pipelines, Commands int64
+	// Handoffs counts the pipelines handed to a new worker because a reply
+	// carried a string longer than the pipeline is for; AloneCommands the
+	// commands sent on connections of their own (long commands, and the
+	// reads of long values).
+	Handoffs, AloneCommands int64
+	// MarkedDown counts the times the master was marked down.
+	MarkedDown int
 	// RollbackFailures counts tries to undo a refused acquire's part on
 	// the master that failed (a timeout, a lost connection); each is tried
 	// again until it lands or the lock would have expired.

@@ -9,11 +9,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net"
 	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -67,7 +70,28 @@ const (
 	maxBulk  = 512 << 20 // Redis's own proto-max-bulk-len default
 	maxArray = 1 << 24
 	keepBuf  = 64 << 10 // a larger write buffer is not kept after its batch
+	// bigAt is the most one command or one string of a reply may take on a
+	// master's shared pipeline: a longer command goes on a connection of
+	// its own, and a longer string in a reply makes the worker hand the
+	// pipeline to another (worker.handOff) while it reads on.
+	bigAt = 64 << 10
+	// bigChunk is how much of a long string is read between two pushes of
+	// the read deadline.
+	bigChunk = 64 << 10
 )
+
+// LargeValue stands, in a master's reply, for a string longer than the
+// client keeps (WithMaxValue): its bytes were read as they came and
+// dropped. Len and Sum (a keyed hash of the bytes, the same for equal
+// strings within one process) tell copies apart.
+type LargeValue struct {
+	Len int
+	Sum uint64
+}
+
+// valueSeed keys the hash of LargeValue.Sum: unknown outside the process,
+// so that no one can make two different values look alike.
+var valueSeed = maphash.MakeSeed()
 
 type mconn struct {
 	runID string // the master process it reached
@@ -75,6 +99,17 @@ type mconn struct {
 	br    *bufio.Reader
 	buf   []byte    // the batch being written
 	used  time.Time // when its last batch was taken (written just after)
+	// What is long on this connection (bigAt, or never with the guard
+	// GuardBigPayloads off), the longest string of a reply it keeps (the
+	// client's WithMaxValue; longer ones come back as LargeValue), and how
+	// long a transfer of a long string or command may go without a chunk
+	// before it fails (the connect timeout: max(node timeout, 1 s); the
+	// commands of other operations are not waiting on it).
+	bigAt, keep int
+	progress    time.Duration
+	deadline    time.Time // the current read deadline
+	w           *worker   // the worker reading on it, told of long strings
+	digest      bool      // the reply being read keeps no long string: LargeValue
 	// scripts sent on this connection by their text: the master has them.
 	// A script's first use sends its text (EVAL), never an EVALSHA the
 	// master would answer NOSCRIPT: the command sent again with the text
@@ -121,7 +156,8 @@ func (n *node) dial(deadline time.Time) (*mconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10), used: time.Now()}
+	m := &mconn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10), used: time.Now(),
+		bigAt: n.opts.bigAt(), keep: n.opts.keepMax(), progress: n.opts.connectTimeout()}
 	if err := m.handshake(n, deadline); err != nil {
 		nc.Close()
 		return nil, err
@@ -201,12 +237,32 @@ func (m *mconn) exchange(deadline time.Time, cmds ...[]any) ([]any, error) {
 	return vals, first
 }
 
-// flush writes the buffered commands.
+// flush writes the buffered commands. A long write (beyond bigAt) has
+// until deadline, or for as long as it makes progress, and its replies as
+// long again after it (mconn.progress).
 func (m *mconn) flush(deadline time.Time) error {
+	m.deadline = deadline
 	if err := m.nc.SetDeadline(deadline); err != nil {
 		return err
 	}
-	_, err := m.nc.Write(m.buf)
+	var err error
+	if len(m.buf) <= m.bigAt {
+		_, err = m.nc.Write(m.buf)
+	} else {
+		for b := m.buf; len(b) > 0 && err == nil; {
+			k := min(len(b), 64<<10)
+			if d := time.Now().Add(m.progress); d.After(deadline) {
+				err = m.nc.SetWriteDeadline(d)
+			}
+			if err == nil {
+				_, err = m.nc.Write(b[:k])
+			}
+			b = b[k:]
+		}
+		if err == nil {
+			err = m.pushReadDeadline()
+		}
+	}
 	if cap(m.buf) > keepBuf {
 		m.buf = nil
 	} else {
@@ -223,6 +279,15 @@ func (m *mconn) close() { m.nc.Close() }
 // answered with it and closes the connection; the next batch dials a new
 // one.
 func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
+	if w.alone {
+		// Off the shared pipeline nobody waits behind these calls: the
+		// connection, the command and the first byte of its reply get as
+		// long as a new connection does (a master takes a while to copy
+		// a long value out), and the transfer as long as it makes progress.
+		if d := time.Now().Add(w.b.n.opts.connectTimeout()); d.After(deadline) {
+			deadline = d
+		}
+	}
 	fail := func(err error) {
 		for _, c := range calls {
 			if c.sent {
@@ -252,6 +317,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		w.conn = m
 	}
 	m := w.conn
+	m.w = w
 	m.buf = m.buf[:0]
 	sent, writes := 0, false
 	for _, c := range calls {
@@ -292,7 +358,9 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		if !c.sent {
 			continue
 		}
+		m.digest = c.digest
 		v, err := m.readReply()
+		m.digest = false
 		if err != nil && err != redis.Nil && !isReplyError(err) {
 			fail(err)
 			return
@@ -398,7 +466,21 @@ func (m *mconn) readLine() ([]byte, error) {
 	return line[:len(line)-2], nil
 }
 
+// pushReadDeadline gives the reads mconn.progress from now, if that is
+// later than their deadline: a transfer that makes progress goes on.
+func (m *mconn) pushReadDeadline() error {
+	d := time.Now().Add(m.progress)
+	if !d.After(m.deadline) {
+		return nil
+	}
+	m.deadline = d
+	return m.nc.SetReadDeadline(d)
+}
+
 func (m *mconn) readBulk(n int) (any, error) {
+	if n > m.bigAt {
+		return m.readLong(n)
+	}
 	if n+2 <= m.br.Size() {
 		b, err := m.br.Peek(n + 2)
 		if err != nil {
@@ -420,6 +502,65 @@ func (m *mconn) readBulk(n int) (any, error) {
 	}
 	return string(b[:n]), nil
 }
+
+// readLong reads a string longer than bigAt. The worker reading it first
+// hands the shared pipeline over (worker.handOff): the commands queued
+// behind go on at once, on another connection. Each chunk that arrives
+// pushes the read deadline on, so that neither this reply nor those behind
+// it on the connection fail while bytes keep coming. A string longer than
+// keep (or any, for a call that asked for digests only) is not kept: it
+// is hashed as it comes and answered as a LargeValue.
+func (m *mconn) readLong(n int) (any, error) {
+	if m.w != nil {
+		m.w.handOff()
+	}
+	keep := !m.digest && n <= m.keep
+	var buf []byte
+	var h maphash.Hash
+	if keep {
+		buf = make([]byte, n)
+	} else {
+		h.SetSeed(valueSeed)
+		scratch := chunks.Get().(*[]byte)
+		defer chunks.Put(scratch)
+		buf = *scratch
+	}
+	for got := 0; got < n; {
+		if err := m.pushReadDeadline(); err != nil {
+			return nil, err
+		}
+		k := min(n-got, bigChunk)
+		b := buf[:k]
+		if keep {
+			b = buf[got : got+k]
+		}
+		if _, err := io.ReadFull(m.br, b); err != nil {
+			return nil, err
+		}
+		if !keep {
+			_, _ = h.Write(b)
+		}
+		got += k
+	}
+	end, err := m.br.Peek(2)
+	if err != nil {
+		return nil, err
+	}
+	if end[0] != '\r' || end[1] != '\n' {
+		return nil, errProtocol
+	}
+	_, _ = m.br.Discard(2)
+	if !keep {
+		return LargeValue{Len: n, Sum: h.Sum64()}, nil
+	}
+	return unsafe.String(&buf[0], n), nil // buf is not written again
+}
+
+// chunks are the buffers that long strings not kept are read through.
+var chunks = sync.Pool{New: func() any { b := make([]byte, bigChunk); return &b }}
+
+// sumOf is the LargeValue.Sum of s.
+func sumOf(s string) uint64 { return maphash.String(valueSeed, s) }
 
 // parseRESPInt parses a RESP integer without allocating.
 func parseRESPInt(b []byte) (int64, bool) {

@@ -45,6 +45,9 @@ type Lock struct {
 type AcquireResult struct {
 	Lock *Lock   // nil when not granted
 	Prev *string // the value a quorum held before, when not granted
+	// PrevTooLarge, in place of Prev, is the value a quorum held when it
+	// is longer than the client keeps (WithMaxValue): it was not read.
+	PrevTooLarge *LargeValue
 }
 
 // Acquire takes key for value on a quorum of masters with the given ttl
@@ -170,6 +173,9 @@ func (c *Client) acquireSteps(keys []string, value string, ttl time.Duration) (v
 			}
 			held := ""
 			if len(v) > 1 {
+				if lv, ok := v[1].(LargeValue); ok {
+					return setVote{large: &lv}, nil
+				}
 				held = fmt.Sprint(v[1])
 			}
 			return setVote{prev: &held}, nil
@@ -222,8 +228,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // setVote is one master's answer to SET NX.
 type setVote struct {
-	set  bool    // the key is now ours on this master
-	prev *string // with GET: the value it held
+	set   bool        // the key is now ours on this master
+	prev  *string     // with GET: the value it held
+	large *LargeValue // … or, for a value longer than WithMaxValue, its length and hash
 }
 
 // setCommand is the per-master acquire, SET key value NX GET [PX ttl],
@@ -271,9 +278,16 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	start := time.Now()
 	ch := fanoutVotes(c, keys, c.quorum, send, parse, run.onVote)
 	prevs := map[string]int{}
+	var larges map[LargeValue]int
 	t, got := countVotes(c, ch, run.taint, decidedOrLost, func(v setVote) vote {
 		if v.prev != nil { // taken: prevs says by whom
 			prevs[*v.prev]++
+		}
+		if v.large != nil { // … or larges, by a value too long to keep
+			if larges == nil {
+				larges = map[LargeValue]int{}
+			}
+			larges[*v.large]++
 		}
 		if v.set {
 			return voteYes
@@ -284,11 +298,12 @@ func (c *Client) acquireOnce(ctx context.Context, keys []string, value string, t
 	note.settle(refusedBy(got, func(v setVote) bool { return v.set }))
 	var res AcquireResult
 	rollback := false
-	v, err := c.acquireOutcome(&t, heldBy(prevs, c.quorum) != nil, ttl, elapsed)
+	large := heldByLarge(larges, c.quorum)
+	v, err := c.acquireOutcome(&t, heldBy(prevs, c.quorum) != nil || large != nil, ttl, elapsed)
 	if err == nil {
 		res.Lock = &Lock{Key: keys[0], Keys: keys, Value: value, TTL: ttl, Validity: v, Votes: t.yes}
 	} else {
-		res.Prev = heldBy(prevs, c.quorum)
+		res.Prev, res.PrevTooLarge = heldBy(prevs, c.quorum), large
 		// When a quorum already holds our own value (a client repeating its
 		// SET NX), nothing was taken from anyone: undoing would delete the
 		// lock its owner still holds.
@@ -421,6 +436,9 @@ func parseSet(cmd *redis.Cmd) (setVote, error) {
 	case err != nil:
 		return setVote{}, err
 	}
+	if lv, ok := v.(LargeValue); ok {
+		return setVote{large: &lv}, nil
+	}
 	s, ok := v.(string) // a bulk string, read as one
 	if !ok {
 		s = fmt.Sprint(v)
@@ -552,7 +570,9 @@ func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Dura
 	c.WaitWrites(ctx, key)
 	keys := []string{key}
 	taint := taintKey(keys, value)
-	t, got := countVotes(c, fanoutScript(c, readScript, keys, nil, parseCopy, nil), taint, nil, func(h heldCopy) vote {
+	// Values longer than the token are told apart by their length alone.
+	cut := max(c.opts.inlineMax(), len(value))
+	t, got := countVotes(c, fanoutScript(c, readScript, keys, []any{cut}, parseCopy, nil), taint, nil, func(h heldCopy) vote {
 		if h.value != nil && *h.value == value {
 			return voteYes
 		}
@@ -563,6 +583,8 @@ func (c *Client) extendAdd(ctx context.Context, key, value string, ttl time.Dura
 	for _, x := range got {
 		switch {
 		case x.err != nil || x.withheld:
+		case x.val.long > 0:
+			r.Other++ // longer than the token
 		case x.val.value == nil:
 			r.Absent++
 		case *x.val.value != value:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +33,7 @@ type node struct {
 	others     []string    // settings of clients that differ from this one's, at the last check
 	up         bool
 	down       bool                 // failed downAfter times in a row: not sent to until a probe answers
+	downs      int                  // times marked down
 	fails      int                  // consecutive failures
 	lastOK     time.Time            // the last call it answered
 	taints     map[string]time.Time // key+token → until when this master's votes for it don't count
@@ -106,7 +108,7 @@ func (n *node) record(err error, latency time.Duration, now time.Time) {
 	if !reached {
 		var re redis.Error
 		reached = errors.As(err, &re)
-		if errors.Is(err, redis.ErrPoolTimeout) {
+		if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, errAloneBusy) {
 			return // our own pool was busy: says nothing about the master
 		}
 	}
@@ -125,6 +127,7 @@ func (n *node) record(err error, latency time.Duration, now time.Time) {
 	silent := now.Sub(n.lastOK) > 2*n.opts.nodeTimeout || errors.Is(err, syscall.ECONNREFUSED)
 	if n.opts.downAfter > 0 && n.fails >= n.opts.downAfter && silent && !n.down {
 		n.down = true
+		n.downs++
 		n.logf("redlock: master %s marked down after %d failures (%v); probing it in the background", n.addr, n.fails, err)
 	}
 }
@@ -172,10 +175,12 @@ func (n *node) status() MasterStatus {
 	st := MasterStatus{
 		Addr: n.addr, RunID: n.runID, Up: n.up && !n.down, Down: n.down, Guarded: left > 0, GuardLeft: left, GuardedKeys: n.guardedKeys(time.Now()),
 		Restarts: n.restarts, ClockJumps: n.clockJumps, Durable: n.durable.Load(), LastError: n.lastErr, LastLatency: n.latency,
+		MarkedDown: n.downs,
 	}
 	st.RollbackFailures = n.undoFailures.Load()
 	if n.batch != nil {
 		st.Pipelines, st.Commands = n.batch.pipelines.Load(), n.batch.commands.Load()
+		st.Handoffs, st.AloneCommands = n.batch.handoffs.Load(), n.batch.aloneRuns.Load()
 	}
 	return st
 }
@@ -200,6 +205,20 @@ func (n *node) untaint(k string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.taints, k)
+}
+
+// taintedPrefix reports whether a taint of a key and token that begins
+// with p holds now.
+func (n *node) taintedPrefix(p string) bool {
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, until := range n.taints {
+		if strings.HasPrefix(k, p) && now.Before(until) {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) tainted(k string) bool {

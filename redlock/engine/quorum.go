@@ -338,7 +338,9 @@ type fanoutOp[T any] struct {
 func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	n := op.c.nodes[i]
 	v, err := op.parse(cmd)
-	n.record(err, now.Sub(op.start), now)
+	// The master answered if the command came back, whatever the answer
+	// parses to (a LargeValue where a string was due, say).
+	n.record(cmd.Err(), now.Sub(op.start), now)
 	if op.after != nil {
 		op.after(n, v, err)
 	}
@@ -376,6 +378,17 @@ func parseInt(cmd *redis.Cmd) (int64, error) { return cmd.Int64() }
 // rule for "held by another" (an acquire's refusal) beside the votes'
 // yes and no.
 func heldBy(counts map[string]int, quorum int) *string {
+	for v, k := range counts {
+		if k >= quorum {
+			return &v
+		}
+	}
+	return nil
+}
+
+// heldByLarge is heldBy for values too long to keep, told apart by their
+// length and hash.
+func heldByLarge(counts map[LargeValue]int, quorum int) *LargeValue {
 	for v, k := range counts {
 		if k >= quorum {
 			return &v

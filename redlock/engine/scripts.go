@@ -36,8 +36,16 @@ else
 end
 return 1`)
 
-// readScript answers the value and the PTTL of KEYS[1] in one step.
-var readScript = newReadScript(`return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+// readScript answers the value and the PTTL of KEYS[1] in one step; for a
+// value longer than ARGV[1] bytes, its length in place of the value, so
+// that a long value written on a master directly does not travel on the
+// shared pipeline (Read fetches it on connections of its own, if at all,
+// with GET: a script would copy it into Lua and back, blocking the master).
+// STRLEN fails on a key of another type as GET does.
+var readScript = newReadScript(`
+local n = redis.call('STRLEN', KEYS[1])
+if n > tonumber(ARGV[1]) then return {n, redis.call('PTTL', KEYS[1])} end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
 
 // acquireAllScript takes every key in KEYS for ARGV[1] with TTL ARGV[2] ms
 // (0: none) when none of them exists: {1}; else {0, value of a taken key}.
@@ -112,3 +120,14 @@ for _, k in ipairs(KEYS) do
   if ttl > 0 then redis.call('SET', k, ARGV[1], 'PX', ttl) else redis.call('SET', k, ARGV[1]) end
 end
 return 1`)
+
+// valueScript runs ARGV[2] on KEYS[1] with the rest of ARGV: a command
+// whose reply is the key's value (GETDEL, GETEX, SET … GET), unless that
+// value is longer than ARGV[1] bytes; then it changes nothing and answers
+// the error VALUETOOLONG and the length. With pcall, the command's own
+// errors come back as Redis gives them (STRLEN fails on a key of another
+// type, and so does the command).
+var valueScript = newScript(`
+local n = redis.pcall('STRLEN', KEYS[1])
+if type(n) == 'number' and n > tonumber(ARGV[1]) then return redis.error_reply('VALUETOOLONG ' .. n) end
+return redis.pcall(ARGV[2], KEYS[1], unpack(ARGV, 3))`)
