@@ -49,6 +49,10 @@ import (
 //     answers nothing on a connection whose lease has less than that
 //     left), until the connection is closed or RESET.
 //
+// The proxies' backend — the first master (a voting backend, the default)
+// or a redis-server of their own — and their lock keys — every key, or
+// those under a prefix — are drawn from the seed and printed.
+//
 // One command runs it for as long as wanted, with its seed printed and
 // reusable (the same seed draws the same choices; timings differ):
 //
@@ -83,8 +87,8 @@ func drift(ttl time.Duration) time.Duration {
 type holding struct {
 	key, holder, kind string
 	client            int
-	start, end        time.Duration
-	steps             []string // what the client did and was told, for a violation's report
+	sent, start, end  time.Duration // sent: when the grant was asked for
+	steps             []string      // what the client did and was told, for a violation's report
 }
 
 // history records what the clients were told and what the schedule did.
@@ -112,9 +116,10 @@ func (h *history) fault(format string, args ...any) {
 	h.mu.Unlock()
 }
 
-// begin records a grant answered at start, relied on until end.
-func (h *history) begin(key, token, kind string, client int, start, end time.Duration) *holding {
-	g := &holding{key: key, holder: token, kind: kind, client: client, start: start, end: end}
+// begin records a grant asked for at sent, answered at start, relied on
+// until end.
+func (h *history) begin(key, token, kind string, client int, sent, start, end time.Duration) *holding {
+	g := &holding{key: key, holder: token, kind: kind, client: client, sent: sent, start: start, end: end}
 	h.mu.Lock()
 	h.holds = append(h.holds, g)
 	h.mu.Unlock()
@@ -197,6 +202,10 @@ type schedule struct {
 	longExtends    bool             // every SET NX is extended, beyond the guard window
 	pause          [2]time.Duration // between faults; default 300 ms to 1.5 s
 	oneProxy       bool             // clients use proxy 0 only
+	// backend: "voting" (the first master, the default of proxy.backend)
+	// or "own" (a redis-server of its own); lockKeys: proxy.lock_keys, "*"
+	// or "lock:*". Empty: drawn from the seed.
+	backend, lockKeys string
 }
 
 // fullSchedule is the schedule of the positive run: every fault and every
@@ -240,16 +249,37 @@ type world struct {
 	proxies []*redistest.Proxy
 	h       *history
 	keys    []string
+	// The proxies' configuration: backend "voting" or "own" (own is
+	// that backend), lock_keys.
+	backend, lockKeys string
+	own               *redistest.Server
 }
 
 func newWorld(t *testing.T, sch schedule, seed int64) *world {
-	w := &world{t: t, sch: sch, seed: seed, h: newHistory(), keys: []string{"h:a", "h:b", "h:c", "h:d", "h:e", "h:f"}}
+	w := &world{t: t, sch: sch, seed: seed, h: newHistory(), keys: []string{"lock:a", "lock:b", "lock:c", "lock:d", "lock:e", "lock:f"}}
+	// The configuration, drawn from the seed where the schedule leaves it
+	// open: the backend a voting master or one of its own, every key a lock
+	// key or those under a prefix.
+	draw := rand.New(rand.NewSource(seed ^ 0x5ca1ab1e))
+	w.backend, w.lockKeys = sch.backend, sch.lockKeys
+	if b := []string{"voting", "own"}[draw.Intn(2)]; w.backend == "" {
+		w.backend = b
+	}
+	if k := []string{"*", "lock:*"}[draw.Intn(2)]; w.lockKeys == "" {
+		w.lockKeys = k
+	}
 	w.masters = redistest.StartN(t, 3, redistest.Durable...)
 	for _, m := range w.masters {
 		r := redistest.NewRelay(t, m.Addr)
 		w.relays = append(w.relays, r)
 		w.addrs = append(w.addrs, r.Addr())
 	}
+	backend := ""
+	if w.backend == "own" {
+		w.own = redistest.Start(t)
+		backend = fmt.Sprintf("backend = %q\n", w.own.Addr)
+	}
+	t.Logf("configuration: backend %s, lock_keys [%q] (drawn from the seed unless the schedule sets them)", w.backendName(), w.lockKeys)
 	config := func(listen string) string {
 		unknown := sch.unknownScripts
 		if unknown == "" {
@@ -257,6 +287,7 @@ func newWorld(t *testing.T, sch schedule, seed int64) *world {
 		}
 		return fmt.Sprintf(`[proxy]
 listen = %q
+%slock_keys = [%q]
 lease_ttl = %q
 lock_wait_poll = "100ms"
 unknown_scripts = %q
@@ -271,7 +302,7 @@ clock_check = "200ms"
 [log]
 level = %q
 format = "json"
-`, listen, leaseTTL, unknown, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
+`, listen, backend, w.lockKeys, leaseTTL, unknown, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
 	}
 	var env []string
 	if len(sch.guardsOff) > 0 {
@@ -288,6 +319,13 @@ format = "json"
 		redistest.StartProxy(t, binary, config, redistest.WithEnv(env...)),
 	}
 	return w
+}
+
+func (w *world) backendName() string {
+	if w.backend == "own" {
+		return "of its own (a fourth redis-server)"
+	}
+	return "voting (master 0)"
 }
 
 // run plays the schedule for d (or until the first violation, with
@@ -372,7 +410,8 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 	case "split-flush":
 		// Writes to master 1 or 2 are held back, then dropped: locks
 		// granted meanwhile are on master 0 and the other only. Then
-		// FLUSHALL through a proxy, whose backend is master 0.
+		// FLUSHALL through a proxy, whose backend is master 0 (when it
+		// votes).
 		k := 1 + rng.Intn(2)
 		p := rng.Intn(len(w.proxies))
 		w.h.fault("master %d's writes held back and dropped, then FLUSHALL through proxy %d", k, p)
@@ -469,7 +508,7 @@ func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("set-nx granted")
-	g := w.h.begin(key, tok, "SET NX", id, r, s+ttl-drift(ttl))
+	g := w.h.begin(key, tok, "SET NX", id, s, r, s+ttl-drift(ttl))
 	w.h.step(g, s, "SET NX PX %d", ttl.Milliseconds())
 	n := rng.Intn(3)
 	if w.sch.longExtends {
@@ -556,7 +595,7 @@ func (w *world) redisson(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("redisson lock granted")
-	g := w.h.begin(key, holder, "Redisson lock", id, r, s+ttl-drift(ttl))
+	g := w.h.begin(key, holder, "Redisson lock", id, s, r, s+ttl-drift(ttl))
 	w.h.step(g, s, "Redisson lock, lease %d ms", ttl.Milliseconds())
 	holds := 1
 	for n := rng.Intn(3); n > 0; n-- {
@@ -635,7 +674,7 @@ func (w *world) native(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("lock.acquire granted")
-	g := w.h.begin(key, tok, "LOCK.ACQUIRE", id, r, s+validity)
+	g := w.h.begin(key, tok, "LOCK.ACQUIRE", id, s, r, s+validity)
 	w.h.step(g, s, "%v: validity %s", args, validity)
 	holds := 1
 	if rng.Intn(3) == 0 && w.holdFor(rng, g, 0.5) {
@@ -710,7 +749,7 @@ func (w *world) lease(id int, rng *rand.Rand, addr, key string) {
 		return
 	}
 	w.h.count("lease granted")
-	g := w.h.begin(key, tok, "LEASE", id, r, s+validity)
+	g := w.h.begin(key, tok, "LEASE", id, s, r, s+validity)
 	w.h.step(g, s, "LEASE: validity %s", validity)
 	until := time.Now().Add(randDur(rng, leaseTTL/2, 3*leaseTTL))
 	for time.Now().Before(until) {
@@ -758,7 +797,7 @@ func (w *world) pipelined(id int, rng *rand.Rand, c *redis.Client) {
 			continue
 		}
 		w.h.count("pipelined set-nx granted")
-		g := w.h.begin(w.keys[k], toks[i], "pipelined SET NX", id, r, s+ttl-drift(ttl))
+		g := w.h.begin(w.keys[k], toks[i], "pipelined SET NX", id, s, r, s+ttl-drift(ttl))
 		w.h.step(g, s, "pipelined SET NX PX %d", ttl.Milliseconds())
 		held = append(held, g)
 		unlock = append(unlock, i)
@@ -869,6 +908,8 @@ func TestHistoryControls(t *testing.T) {
 		t.Skip("history test skipped in -short mode")
 	}
 	base := map[string]int{"set-nx": 6, "native": 2, "lease": 2}
+	// The controls of the guards against faults run as they always did:
+	// a voting backend, every key a lock key.
 	controls := []schedule{
 		{name: "restart_guard_off", noRestartGuard: true, faults: map[string]int{"wipe": 1}, ops: base},
 		{name: "data_evidence_off", guardsOff: []string{"data-evidence"}, faults: map[string]int{"wipe": 1, "aof-off": 1}, ops: base},
@@ -885,6 +926,9 @@ func TestHistoryControls(t *testing.T) {
 		// restart): both are off here.
 		{name: "admin_commands_and_data_evidence_off", guardsOff: []string{"admin-commands", "data-evidence"}, faults: map[string]int{"split-flush": 1}, ops: base},
 		{name: "unknown_scripts_passthrough", unknownScripts: "passthrough", faults: map[string]int{"reset": 1}, ops: map[string]int{"set-nx": 1}},
+	}
+	for i := range controls {
+		controls[i].backend, controls[i].lockKeys = "voting", "*"
 	}
 	for _, sch := range controls {
 		t.Run(sch.name, func(t *testing.T) {
