@@ -98,6 +98,14 @@ type history struct {
 	holds   []*holding
 	outcome map[string]int
 	faults  []string
+	probes  [][]probe // per proxy
+}
+
+// probe is one lock operation of a prober (prober): answered (granted or
+// refused as held) or not (NOQUORUM, an error, no reply).
+type probe struct {
+	at       time.Duration
+	answered bool
 }
 
 func newHistory() *history { return &history{epoch: time.Now(), outcome: map[string]int{}} }
@@ -154,6 +162,44 @@ func (h *history) cut(g *holding, at time.Duration) {
 	h.mu.Unlock()
 }
 
+// probed records a prober's operation through proxy p.
+func (h *history) probed(p int, answered bool) {
+	at := h.now()
+	h.mu.Lock()
+	for len(h.probes) <= p {
+		h.probes = append(h.probes, nil)
+	}
+	h.probes[p] = append(h.probes[p], probe{at: at, answered: answered})
+	h.mu.Unlock()
+}
+
+// denials lists, per proxy, the longest time in which its prober got no
+// answer (only NOQUORUM and errors, at least three of them), and when it
+// began.
+func (h *history) denials() (longest []time.Duration, from []time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ps := range h.probes {
+		var best, bestFrom, last time.Duration
+		failed := 0
+		for _, p := range ps {
+			if !p.answered {
+				failed++
+				continue
+			}
+			if failed >= 3 && p.at-last > best {
+				best, bestFrom = p.at-last, last
+			}
+			last, failed = p.at, 0
+		}
+		if n := len(ps); n > 0 && failed >= 3 && ps[n-1].at-last > best {
+			best, bestFrom = ps[n-1].at-last, last
+		}
+		longest, from = append(longest, best), append(from, bestFrom)
+	}
+	return longest, from
+}
+
 // held counts the locks the clients were told they hold.
 func (h *history) held() int {
 	h.mu.Lock()
@@ -206,6 +252,9 @@ type schedule struct {
 	// or "own" (a redis-server of its own); lockKeys: proxy.lock_keys, "*"
 	// or "lock:*". Empty: drawn from the seed.
 	backend, lockKeys string
+	// maxDenial, when set, bounds how long a prober may get no answer
+	// through a proxy (denials): a longer denial fails the run.
+	maxDenial time.Duration
 }
 
 // fullSchedule is the schedule of the positive run: every fault and every
@@ -214,8 +263,15 @@ var fullSchedule = schedule{
 	name: "full",
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
 		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
-	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
+	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
+	maxDenial: maxDenial,
 }
+
+// maxDenial bounds how long a proxy may answer no lock operation at all
+// (history.denials): the schedule's faults alone leave a proxy without a
+// quorum for a few seconds at a time (two masters wiped are guarded for
+// the window, two stalled for up to three seconds, one after the other).
+const maxDenial = 20 * time.Second
 
 func pick(rng *rand.Rand, weights map[string]int) string {
 	keys := make([]string, 0, len(weights))
@@ -340,6 +396,13 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 			w.client(i, rand.New(rand.NewSource(w.seed+int64(i)+1)), stop)
 		}(i)
 	}
+	for p := range w.proxies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.prober(p, stop)
+		}()
+	}
 	rng := rand.New(rand.NewSource(w.seed))
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -349,13 +412,51 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
 		}
 		time.Sleep(randDur(rng, pause[0], pause[1]))
-		if stopAtViolation && len(w.h.violations()) > 0 {
+		if stopAtViolation && len(w.failures()) > 0 {
 			break
 		}
 	}
 	close(stop)
 	wg.Wait()
-	return w.h.violations()
+	return w.failures()
+}
+
+// failures is the violations, and the denials longer than the schedule's
+// maxDenial.
+func (w *world) failures() []string {
+	v := w.h.violations()
+	if w.sch.maxDenial == 0 {
+		return v
+	}
+	longest, from := w.h.denials()
+	for p, d := range longest {
+		if d > w.sch.maxDenial {
+			v = append(v, fmt.Sprintf("denial: proxy %d answered no lock operation of its prober for %s from %s (the bound is %s)",
+				p, d.Round(time.Millisecond), from[p].Round(time.Millisecond), w.sch.maxDenial))
+		}
+	}
+	return v
+}
+
+// prober takes and lets expire a key of its own through proxy p every
+// 100 ms, recording whether the proxy answered (granted, or refused as
+// held) or not (NOQUORUM, an error): how long a proxy gave no lock
+// service at all.
+func (w *world) prober(p int, stop <-chan struct{}) {
+	c := redis.NewClient(&redis.Options{Addr: w.proxies[p].Addr, Protocol: 2, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer c.Close()
+	key := fmt.Sprintf("lock:probe:%d", p)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		err := c.SetNX(context.Background(), key, randToken(), 50*time.Millisecond).Err()
+		w.h.probed(p, err == nil || err == redis.Nil)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // fault plays one fault of the schedule.
@@ -863,8 +964,13 @@ func (w *world) report(v []string) {
 	faults := len(h.faults)
 	h.mu.Unlock()
 	sort.Strings(outcomes)
-	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held, %d violations\n  %s",
-		w.sch.name, w.seed, h.now().Round(time.Second), faults, holds, len(v), strings.Join(outcomes, "\n  "))
+	longest, from := h.denials()
+	var denied []string
+	for p, d := range longest {
+		denied = append(denied, fmt.Sprintf("proxy %d %s (from %s)", p, d.Round(time.Millisecond), from[p].Round(time.Millisecond)))
+	}
+	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held, %d violations; longest time without lock service: %s\n  %s",
+		w.sch.name, w.seed, h.now().Round(time.Second), faults, holds, len(v), strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
 }
 
 func seed(t *testing.T) int64 {
