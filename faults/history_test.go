@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,10 +54,17 @@ import (
 // or a redis-server of their own — and their lock keys — every key, or
 // those under a prefix — are drawn from the seed and printed.
 //
+// Beside the clients, an adversary drawn from the same seed sends what no
+// lock client would (adversary_test.go); what it may legitimately do to a
+// client's lock — what would end the lock on one Redis — ends the
+// client's interval at that command's send. A prober per proxy measures
+// how long the proxy served no lock operation at all; the run also fails
+// when that exceeds maxDenial.
+//
 // One command runs it for as long as wanted, with its seed printed and
 // reusable (the same seed draws the same choices; timings differ):
 //
-//	bash scripts/faults.sh 10m [seed]
+//	bash scripts/faults.sh 10m [seed] [adversary actions per second]
 //
 // CI runs a short schedule, and each negative control: the same test with
 // one guard switched off, which must make the checker report a violation.
@@ -65,6 +73,7 @@ var (
 	historyLog      = flag.String("history.log", "error", "log level of the proxies in the history test (their lines go to stderr)")
 	historySeed     = flag.Int64("history.seed", 0, "seed of the randomized history test (0: from the clock)")
 	historyDuration = flag.Duration("history.duration", 0, "how long the randomized history test runs (0: the short schedule)")
+	historyAdverse  = flag.Float64("history.adversary", -1, "the adversary's actions per second in the randomized history test (-1: the schedule's)")
 )
 
 const (
@@ -86,19 +95,22 @@ func drift(ttl time.Duration) time.Duration {
 // history's clock, for token holder.
 type holding struct {
 	key, holder, kind string
-	client            int
+	client            int           // -1: the adversary's (adversarySpec.relies)
+	action            int           // the adversary's: the action that took it
 	sent, start, end  time.Duration // sent: when the grant was asked for
 	steps             []string      // what the client did and was told, for a violation's report
 }
 
 // history records what the clients were told and what the schedule did.
 type history struct {
-	mu      sync.Mutex
-	epoch   time.Time
-	holds   []*holding
-	outcome map[string]int
-	faults  []string
-	probes  [][]probe // per proxy
+	mu       sync.Mutex
+	epoch    time.Time
+	holds    []*holding
+	outcome  map[string]int
+	faults   []string
+	adverses map[string][]*adverse // per key: the adversary's commands that may end its locks
+	actions  []advLog              // everything the adversary did
+	probes   [][]probe             // per proxy
 }
 
 // probe is one lock operation of a prober (prober): answered (granted or
@@ -108,7 +120,9 @@ type probe struct {
 	answered bool
 }
 
-func newHistory() *history { return &history{epoch: time.Now(), outcome: map[string]int{}} }
+func newHistory() *history {
+	return &history{epoch: time.Now(), outcome: map[string]int{}, adverses: map[string][]*adverse{}}
+}
 
 func (h *history) now() time.Duration { return time.Since(h.epoch) }
 
@@ -162,6 +176,46 @@ func (h *history) cut(g *holding, at time.Duration) {
 	h.mu.Unlock()
 }
 
+// adverse records that a command sent at sent may end the locks of key
+// (ownOnly: only the adversary's own), until settle says until when it may
+// take effect.
+func (h *history) adverse(key string, sent time.Duration, what string, ownOnly bool, action int) *adverse {
+	a := &adverse{key: key, sent: sent, until: -1, what: what, ownOnly: ownOnly, action: action}
+	h.mu.Lock()
+	h.adverses[key] = append(h.adverses[key], a)
+	h.mu.Unlock()
+	return a
+}
+
+// settle records until when an adverse command may take effect.
+func (h *history) settle(a *adverse, until time.Duration) {
+	h.mu.Lock()
+	a.until = until
+	h.mu.Unlock()
+}
+
+// acted records an action of the adversary.
+func (h *history) acted(l advLog) {
+	h.mu.Lock()
+	h.actions = append(h.actions, l)
+	h.mu.Unlock()
+}
+
+// liveHolders lists the holders of key that an honest client may still
+// rely on, or soon may have: holdings that have not ended a second ago.
+func (h *history) liveHolders(key string) []string {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, g := range h.holds {
+		if g.key == key && g.client >= 0 && g.end > now-time.Second {
+			out = append(out, g.holder)
+		}
+	}
+	return out
+}
+
 // probed records a prober's operation through proxy p.
 func (h *history) probed(p int, answered bool) {
 	at := h.now()
@@ -200,6 +254,34 @@ func (h *history) denials() (longest []time.Duration, from []time.Duration) {
 	return longest, from
 }
 
+// endAt is when the checker takes holding g to end: its end, or the send
+// of the first adversary command that may have ended it on one Redis
+// while it was held or being granted (from its send: the lock may be
+// written on the masters before the grant is answered).
+func (h *history) endAt(g *holding, now time.Duration) time.Duration {
+	end, _ := h.endedBy(g, now)
+	return end
+}
+
+// endedBy is endAt, and the command that ended g early (nil if none).
+func (h *history) endedBy(g *holding, now time.Duration) (time.Duration, *adverse) {
+	end := g.end
+	var by *adverse
+	for _, a := range h.adverses[g.key] {
+		if a.ownOnly && g.client >= 0 || a.action != 0 && a.action == g.action {
+			continue
+		}
+		until := a.until
+		if until < 0 {
+			until = now + lateBound // still in flight
+		}
+		if a.sent < end && until > g.sent {
+			end, by = max(g.start, a.sent), a
+		}
+	}
+	return end, by
+}
+
 // held counts the locks the clients were told they hold.
 func (h *history) held() int {
 	h.mu.Lock()
@@ -210,12 +292,17 @@ func (h *history) held() int {
 // violations lists every two holdings of one key by different tokens that
 // overlap.
 func (h *history) violations() []string {
+	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	byKey := map[string][]*holding{}
+	type span struct {
+		*holding
+		end time.Duration
+	}
+	byKey := map[string][]span{}
 	for _, g := range h.holds {
-		if g.end > g.start {
-			byKey[g.key] = append(byKey[g.key], g)
+		if end := h.endAt(g, now); end > g.start {
+			byKey[g.key] = append(byKey[g.key], span{g, end})
 		}
 	}
 	var out []string
@@ -224,16 +311,53 @@ func (h *history) violations() []string {
 		for i := 1; i < len(gs); i++ {
 			for j := 0; j < i; j++ {
 				if gs[j].end > gs[i].start && gs[j].holder != gs[i].holder {
-					out = append(out, fmt.Sprintf("%s: %s by client %d held [%s, %s] while %s by client %d was granted at %s\n    first: %s\n    second: %s",
+					out = append(out, fmt.Sprintf("%s: %s by client %d held [%s, %s] while %s by client %d was granted at %s\n    first: %s\n    second: %s%s",
 						key, gs[j].kind, gs[j].client, gs[j].start.Round(time.Millisecond), gs[j].end.Round(time.Millisecond),
 						gs[i].kind, gs[i].client, gs[i].start.Round(time.Millisecond),
-						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; ")))
+						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; "),
+						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start)))
 				}
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// actionsBefore lists the adversary's last actions in [from, to], those
+// that name key marked, for a violation's report.
+func (h *history) actionsBefore(key string, from, to time.Duration) string {
+	var lines []string
+	for i := len(h.actions) - 1; i >= 0 && len(lines) < 12; i-- {
+		l := h.actions[i]
+		if l.at < from {
+			break
+		}
+		if l.at > to {
+			continue
+		}
+		mark := " "
+		if strings.Contains(l.what, key) {
+			mark = "*"
+		}
+		ends := ""
+		if len(l.ends) > 0 {
+			ends = " (may end the locks of " + strings.Join(l.ends, ", ") + ")"
+		}
+		lines = append(lines, fmt.Sprintf("      %s%8s proxy %d, %s: %s -> %s%s", mark, l.at.Round(time.Millisecond), l.proxy, l.kind, clipLine(l.what, 300), clipLine(l.answer, 200), ends))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	slices.Reverse(lines)
+	return "\n    the adversary's last actions before the second grant (* names the key):\n" + strings.Join(lines, "\n")
+}
+
+func clipLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // schedule is one run of the test: which guards are off, which faults the
@@ -248,6 +372,7 @@ type schedule struct {
 	longExtends    bool             // every SET NX is extended, beyond the guard window
 	pause          [2]time.Duration // between faults; default 300 ms to 1.5 s
 	oneProxy       bool             // clients use proxy 0 only
+	adversary      adversarySpec    // the adversarial client (adversary_test.go)
 	// backend: "voting" (the first master, the default of proxy.backend)
 	// or "own" (a redis-server of its own); lockKeys: proxy.lock_keys, "*"
 	// or "lock:*". Empty: drawn from the seed.
@@ -264,6 +389,7 @@ var fullSchedule = schedule{
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
 		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
 	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
+	adversary: adversarySpec{rate: adverseRate, attacks: fullAttacks},
 	maxDenial: maxDenial,
 }
 
@@ -401,6 +527,19 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 		go func() {
 			defer wg.Done()
 			w.prober(p, stop)
+		}()
+	}
+	if w.sch.adversary.rate > 0 {
+		adv := newAdversary(w, w.sch.adversary)
+		j := &janitor{w: w, relies: adv.relies()}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			adv.run(stop)
+		}()
+		go func() {
+			defer wg.Done()
+			j.run(stop)
 		}()
 	}
 	rng := rand.New(rand.NewSource(w.seed))
@@ -960,8 +1099,20 @@ func (w *world) report(v []string) {
 	for k, n := range h.outcome {
 		outcomes = append(outcomes, fmt.Sprintf("%s: %d", k, n))
 	}
-	holds := len(h.holds)
-	faults := len(h.faults)
+	holds, cut := len(h.holds), 0
+	now := h.now()
+	endedBy := map[string]int{}
+	for _, g := range h.holds {
+		if _, by := h.endedBy(g, now); g.client >= 0 && by != nil {
+			cut++
+			kind, _, _ := strings.Cut(by.what, ":")
+			endedBy[kind]++
+		}
+	}
+	for kind, n := range endedBy {
+		outcomes = append(outcomes, fmt.Sprintf("holdings ended early by the adversary's %s: %d", kind, n))
+	}
+	faults, actions := len(h.faults), len(h.actions)
 	h.mu.Unlock()
 	sort.Strings(outcomes)
 	longest, from := h.denials()
@@ -969,8 +1120,8 @@ func (w *world) report(v []string) {
 	for p, d := range longest {
 		denied = append(denied, fmt.Sprintf("proxy %d %s (from %s)", p, d.Round(time.Millisecond), from[p].Round(time.Millisecond)))
 	}
-	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held, %d violations; longest time without lock service: %s\n  %s",
-		w.sch.name, w.seed, h.now().Round(time.Second), faults, holds, len(v), strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
+	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held (%d of them ended early by the adversary's commands), %d adversary actions, %d violations; longest time without lock service: %s\n  %s",
+		w.sch.name, w.seed, now.Round(time.Second), faults, holds, cut, actions, len(v), strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
 }
 
 func seed(t *testing.T) int64 {
@@ -992,7 +1143,11 @@ func TestHistory(t *testing.T) {
 	if d == 0 {
 		d = 45 * time.Second
 	}
-	w := newWorld(t, fullSchedule, seed(t))
+	sch := fullSchedule
+	if *historyAdverse >= 0 {
+		sch.adversary.rate = *historyAdverse
+	}
+	w := newWorld(t, sch, seed(t))
 	v := w.run(d, false)
 	w.report(v)
 	for _, s := range v {
