@@ -1121,3 +1121,45 @@ type adverse struct {
 	ownOnly     bool
 	action      int // the adversary's action it is part of (0: the janitor's)
 }
+
+// adversaryControls are the negative controls of the rules of the boundary
+// around lock state: for each, the adversary's attack on it alone, against
+// a proxy with that rule switched off (by the guard named; a build
+// without that guard has no such rule yet, and runs the attack as it is),
+// must make the checker report two holders, or, for the rules that keep
+// one client from denying lock service to the others, a denial.
+func adversaryControls(base map[string]int) []schedule {
+	slow := map[string]int{"stall": 1, "delay": 1, "reset": 1} // locks granted on two masters of three
+	return []schedule{
+		// An unrecognised script or a function runs on a voting master:
+		// its SET NX of a key it does not declare, answered OK, is a lock
+		// the quorum does not know.
+		{name: "adversary_unrecognised_scripts_off", guardsOff: []string{"backend-scripts"}, backend: "voting",
+			faults: slow, ops: base, adversary: adversarySpec{rate: 20, attacks: map[string]int{"script": 2, "function": 1}, relies: true}},
+		// A command the quorum does not serve (MSETNX, GETSET) names a
+		// lock key and runs on one master: a grant its client relies on
+		// that the quorum does not know.
+		{name: "adversary_lock_key_commands_off", guardsOff: []string{"backend-lock-keys"}, backend: "voting", lockKeys: "*",
+			faults: slow, ops: base, adversary: adversarySpec{rate: 20, attacks: map[string]int{"write": 1}, relies: true}},
+		// The proxy's records written by a client: the data evidence of
+		// the backend, wiped, made to say that it kept its data, for the
+		// proxy that restarts meanwhile.
+		{name: "adversary_reserved_keys_off", guardsOff: []string{"reserved-keys"}, backend: "voting",
+			faults: map[string]int{"lose-backend": 1}, ops: base,
+			adversary: adversarySpec{rate: 30, attacks: map[string]int{"evidence": 3, "reserved": 1}}},
+		// TTLs of centuries stretch the restart guard for every key: after
+		// two restarts no lock operation has a quorum.
+		{name: "adversary_guard_stretch_off", guardsOff: []string{"restart-guard-per-key"}, faults: map[string]int{"restart": 1, "wipe": 1},
+			ops: base, adversary: adversarySpec{rate: 5, attacks: map[string]int{"stretch": 1}}, maxDenial: maxDenial},
+		// A recognised script whose arguments the proxy reads otherwise
+		// than its Lua does (bsm/redislock's obtain with a token length
+		// of 0 takes over a held lock).
+		{name: "adversary_script_arguments_off", guardsOff: []string{"script-equivalence"}, faults: map[string]int{"reset": 1},
+			ops: base, adversary: adversarySpec{rate: 20, attacks: map[string]int{"edge": 2, "peek": 1}}},
+		// Code hidden in a recognised script where the proxy's reading of
+		// Lua differs from Lua's: the proxy runs the library's operation
+		// (a release, an extend, a take-over) where Lua returns first.
+		{name: "adversary_hidden_code_off", guardsOff: []string{"lua-lexer"}, faults: map[string]int{"reset": 1},
+			ops: base, adversary: adversarySpec{rate: 20, attacks: map[string]int{"hidden": 2, "peek": 1}}},
+	}
+}
