@@ -271,6 +271,13 @@ func (a *adversary) play(act advAction) {
 	if len(hit) > 0 {
 		w.h.count("adversary: actions that may end honest locks")
 	}
+	// Refused by the proxy before it sent anything (so it says), or a
+	// transaction discarded: it ended nothing. (Were it sent all the
+	// same, the proxy would have lied, and two holders would be its
+	// doing.)
+	if last := len(act.cmds) - 1; len(rs) == len(act.cmds) && refused(rs[last]) {
+		until = -2
+	}
 	for _, x := range wins {
 		w.h.settle(x, until)
 	}
@@ -295,6 +302,14 @@ func (a *adversary) play(act advAction) {
 // voting backend only (with a backend of its own, a command the quorum
 // does not serve writes the backend's keys, which are no locks).
 func (a *adversary) relies() bool { return a.spec.relies && a.w.backend == "voting" }
+
+// refused reports whether a reply says the command was not run: refused
+// by the proxy for itself (not a backend that failed), or a transaction
+// discarded.
+func refused(r reply) bool {
+	return r.isErr() && (r.errClass() == "refused by the proxy" && !strings.Contains(r.str, "backend") ||
+		strings.HasPrefix(r.str, "EXECABORT"))
+}
 
 // outcome names how an action was answered, for the outcome counts.
 func outcome(rs []reply, err error) string {
@@ -867,8 +882,7 @@ var hiddenPrefixes = []string{
 	"--[==[ x ]==] do return 0 end\n",
 	"--[=[ x ]=] do return redis.call('get', KEYS[1]) end\n",
 	"-- x\rreturn 99\n",
-	"-- x\rredis.call('pexpire', KEYS[1], 1)\n",
-	"--[==[ ]==] redis.call('set', KEYS[1], 'adv-hidden', 'PX', 60000)\n",
+	"--[==[ ]==] redis.call('set', 'adv:hidden', ARGV[1])\n",
 }
 
 // hidden sends a recognised lock script with code hidden in it.
@@ -1116,7 +1130,7 @@ type advLog struct {
 // overlaps ends at sent for the checker.
 type adverse struct {
 	key         string
-	sent, until time.Duration // until: -1 while in flight
+	sent, until time.Duration // until: -1 while in flight, -2 not run
 	what        string
 	ownOnly     bool
 	action      int // the adversary's action it is part of (0: the janitor's)

@@ -188,7 +188,8 @@ func (h *history) adverse(key string, sent time.Duration, what string, ownOnly b
 	return a
 }
 
-// settle records until when an adverse command may take effect.
+// settle records until when an adverse command may take effect (-2:
+// never, it was not run).
 func (h *history) settle(a *adverse, until time.Duration) {
 	h.mu.Lock()
 	a.until = until
@@ -273,7 +274,10 @@ func (h *history) endedBy(g *holding, now time.Duration) (time.Duration, *advers
 			continue
 		}
 		until := a.until
-		if until < 0 {
+		switch {
+		case until == -2:
+			continue // not run
+		case until < 0:
 			until = now + lateBound // still in flight
 		}
 		if a.sent < end && until > g.sent {
