@@ -329,11 +329,14 @@ func (h *history) violations() []string {
 	return out
 }
 
-// actionsBefore lists the adversary's last actions in [from, to], those
-// that name key marked, for a violation's report.
+// actionsBefore lists the adversary's actions in [from, to] that name
+// key (up to 12, the last ones), and the last 4 that do not (a write to
+// the proxy's records or a script acts on every key), for a violation's
+// report.
 func (h *history) actionsBefore(key string, from, to time.Duration) string {
 	var lines []string
-	for i := len(h.actions) - 1; i >= 0 && len(lines) < 12; i-- {
+	naming, others := 0, 0
+	for i := len(h.actions) - 1; i >= 0; i-- {
 		l := h.actions[i]
 		if l.at < from {
 			break
@@ -343,7 +346,12 @@ func (h *history) actionsBefore(key string, from, to time.Duration) string {
 		}
 		mark := " "
 		if strings.Contains(l.what, key) {
+			if naming++; naming > 12 {
+				continue
+			}
 			mark = "*"
+		} else if others++; others > 4 {
+			continue
 		}
 		ends := ""
 		if len(l.ends) > 0 {
@@ -355,7 +363,7 @@ func (h *history) actionsBefore(key string, from, to time.Duration) string {
 		return ""
 	}
 	slices.Reverse(lines)
-	return "\n    the adversary's last actions before the second grant (* names the key):\n" + strings.Join(lines, "\n")
+	return "\n    the adversary's actions before the second grant (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
 }
 
 func clipLine(s string, n int) string {
