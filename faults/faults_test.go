@@ -118,7 +118,7 @@ func client(id int, addr string, keys []string, rec *recorder, stop <-chan struc
 			end = released
 		}
 		_ = c.Eval(ctx, unlockScript, []string{key}, token).Err()
-		rec.begin(key, token, "SET NX", id, replied, end)
+		rec.begin(key, token, "SET NX", id, sent, replied, end)
 	}
 }
 

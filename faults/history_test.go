@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
 // The randomized history test. Clients of two proxy processes in front of
@@ -50,10 +51,21 @@ import (
 //     answers nothing on a connection whose lease has less than that
 //     left), until the connection is closed or RESET.
 //
+// The proxies' backend — the first master (a voting backend, the default)
+// or a redis-server of their own — and their lock keys — every key, or
+// those under a prefix — are drawn from the seed and printed.
+//
+// Beside the clients, an adversary drawn from the same seed sends what no
+// lock client would (adversary_test.go); what it may legitimately do to a
+// client's lock — what would end the lock on one Redis — ends the
+// client's interval at that command's send. A prober per proxy measures
+// how long the proxy served no lock operation at all; the run also fails
+// when that exceeds maxDenial.
+//
 // One command runs it for as long as wanted, with its seed printed and
 // reusable (the same seed draws the same choices; timings differ):
 //
-//	bash scripts/faults.sh 10m [seed]
+//	bash scripts/faults.sh 10m [seed] [adversary actions per second]
 //
 // CI runs a short schedule, and each negative control: the same test with
 // one guard switched off, which must make the checker report a violation.
@@ -62,6 +74,7 @@ var (
 	historyLog      = flag.String("history.log", "error", "log level of the proxies in the history test (their lines go to stderr)")
 	historySeed     = flag.Int64("history.seed", 0, "seed of the randomized history test (0: from the clock)")
 	historyDuration = flag.Duration("history.duration", 0, "how long the randomized history test runs (0: the short schedule)")
+	historyAdverse  = flag.Float64("history.adversary", -1, "the adversary's actions per second in the randomized history test (-1: the schedule's)")
 )
 
 const (
@@ -83,21 +96,34 @@ func drift(ttl time.Duration) time.Duration {
 // history's clock, for token holder.
 type holding struct {
 	key, holder, kind string
-	client            int
-	start, end        time.Duration
-	steps             []string // what the client did and was told, for a violation's report
+	client            int           // -1: the adversary's (adversarySpec.relies)
+	action            int           // the adversary's: the action that took it
+	sent, start, end  time.Duration // sent: when the grant was asked for
+	steps             []string      // what the client did and was told, for a violation's report
 }
 
 // history records what the clients were told and what the schedule did.
 type history struct {
-	mu      sync.Mutex
-	epoch   time.Time
-	holds   []*holding
-	outcome map[string]int
-	faults  []string
+	mu       sync.Mutex
+	epoch    time.Time
+	holds    []*holding
+	outcome  map[string]int
+	faults   []string
+	adverses map[string][]*adverse // per key: the adversary's commands that may end its locks
+	actions  []advLog              // everything the adversary did
+	probes   [][]probe             // per proxy
 }
 
-func newHistory() *history { return &history{epoch: time.Now(), outcome: map[string]int{}} }
+// probe is one lock operation of a prober (prober): answered (granted or
+// refused as held) or not (NOQUORUM, an error, no reply).
+type probe struct {
+	at       time.Duration
+	answered bool
+}
+
+func newHistory() *history {
+	return &history{epoch: time.Now(), outcome: map[string]int{}, adverses: map[string][]*adverse{}}
+}
 
 func (h *history) now() time.Duration { return time.Since(h.epoch) }
 
@@ -113,9 +139,10 @@ func (h *history) fault(format string, args ...any) {
 	h.mu.Unlock()
 }
 
-// begin records a grant answered at start, relied on until end.
-func (h *history) begin(key, token, kind string, client int, start, end time.Duration) *holding {
-	g := &holding{key: key, holder: token, kind: kind, client: client, start: start, end: end}
+// begin records a grant asked for at sent, answered at start, relied on
+// until end.
+func (h *history) begin(key, token, kind string, client int, sent, start, end time.Duration) *holding {
+	g := &holding{key: key, holder: token, kind: kind, client: client, sent: sent, start: start, end: end}
 	h.mu.Lock()
 	h.holds = append(h.holds, g)
 	h.mu.Unlock()
@@ -150,6 +177,116 @@ func (h *history) cut(g *holding, at time.Duration) {
 	h.mu.Unlock()
 }
 
+// adverse records that a command sent at sent may end the locks of key
+// (ownOnly: only the adversary's own), until settle says until when it may
+// take effect.
+func (h *history) adverse(key string, sent time.Duration, what string, ownOnly bool, action int) *adverse {
+	a := &adverse{key: key, sent: sent, until: -1, what: what, ownOnly: ownOnly, action: action}
+	h.mu.Lock()
+	h.adverses[key] = append(h.adverses[key], a)
+	h.mu.Unlock()
+	return a
+}
+
+// settle records until when an adverse command may take effect (-2:
+// never, it was not run).
+func (h *history) settle(a *adverse, until time.Duration) {
+	h.mu.Lock()
+	a.until = until
+	h.mu.Unlock()
+}
+
+// acted records an action of the adversary.
+func (h *history) acted(l advLog) {
+	h.mu.Lock()
+	h.actions = append(h.actions, l)
+	h.mu.Unlock()
+}
+
+// liveHolders lists the holders of key that an honest client may still
+// rely on, or soon may have: holdings that have not ended a second ago.
+func (h *history) liveHolders(key string) []string {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, g := range h.holds {
+		if g.key == key && g.client >= 0 && g.end > now-time.Second {
+			out = append(out, g.holder)
+		}
+	}
+	return out
+}
+
+// probed records a prober's operation through proxy p.
+func (h *history) probed(p int, answered bool) {
+	at := h.now()
+	h.mu.Lock()
+	for len(h.probes) <= p {
+		h.probes = append(h.probes, nil)
+	}
+	h.probes[p] = append(h.probes[p], probe{at: at, answered: answered})
+	h.mu.Unlock()
+}
+
+// denials lists, per proxy, the longest time in which its prober got no
+// answer (only NOQUORUM and errors, at least three of them), and when it
+// began.
+func (h *history) denials() (longest []time.Duration, from []time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ps := range h.probes {
+		var best, bestFrom, last time.Duration
+		failed := 0
+		for _, p := range ps {
+			if !p.answered {
+				failed++
+				continue
+			}
+			if failed >= 3 && p.at-last > best {
+				best, bestFrom = p.at-last, last
+			}
+			last, failed = p.at, 0
+		}
+		if n := len(ps); n > 0 && failed >= 3 && ps[n-1].at-last > best {
+			best, bestFrom = ps[n-1].at-last, last
+		}
+		longest, from = append(longest, best), append(from, bestFrom)
+	}
+	return longest, from
+}
+
+// endAt is when the checker takes holding g to end: its end, or the send
+// of the first adversary command that may have ended it on one Redis
+// while it was held or being granted (from its send: the lock may be
+// written on the masters before the grant is answered).
+func (h *history) endAt(g *holding, now time.Duration) time.Duration {
+	end, _ := h.endedBy(g, now)
+	return end
+}
+
+// endedBy is endAt, and the command that ended g early (nil if none).
+func (h *history) endedBy(g *holding, now time.Duration) (time.Duration, *adverse) {
+	end := g.end
+	var by *adverse
+	for _, a := range h.adverses[g.key] {
+		if a.ownOnly && g.client >= 0 || a.action != 0 && a.action == g.action {
+			continue
+		}
+		until := a.until
+		switch {
+		case until == -2:
+			continue // not run
+		case until < 0:
+			until = now + lateBound // still in flight
+		}
+		if a.sent < end && until > g.sent {
+			end, by = max(g.start, a.sent), a
+		}
+	}
+	return end, by
+}
+
 // held counts the locks the clients were told they hold.
 func (h *history) held() int {
 	h.mu.Lock()
@@ -160,12 +297,17 @@ func (h *history) held() int {
 // violations lists every two holdings of one key by different tokens that
 // overlap.
 func (h *history) violations() []string {
+	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	byKey := map[string][]*holding{}
+	type span struct {
+		*holding
+		end time.Duration
+	}
+	byKey := map[string][]span{}
 	for _, g := range h.holds {
-		if g.end > g.start {
-			byKey[g.key] = append(byKey[g.key], g)
+		if end := h.endAt(g, now); end > g.start {
+			byKey[g.key] = append(byKey[g.key], span{g, end})
 		}
 	}
 	var out []string
@@ -174,16 +316,61 @@ func (h *history) violations() []string {
 		for i := 1; i < len(gs); i++ {
 			for j := 0; j < i; j++ {
 				if gs[j].end > gs[i].start && gs[j].holder != gs[i].holder {
-					out = append(out, fmt.Sprintf("%s: %s by client %d held [%s, %s] while %s by client %d was granted at %s\n    first: %s\n    second: %s",
+					out = append(out, fmt.Sprintf("%s: %s by client %d held [%s, %s] while %s by client %d was granted at %s\n    first: %s\n    second: %s%s",
 						key, gs[j].kind, gs[j].client, gs[j].start.Round(time.Millisecond), gs[j].end.Round(time.Millisecond),
 						gs[i].kind, gs[i].client, gs[i].start.Round(time.Millisecond),
-						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; ")))
+						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; "),
+						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start)))
 				}
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// actionsBefore lists the adversary's actions in [from, to] that name
+// key (up to 12, the last ones), and the last 4 that do not (a write to
+// the proxy's records or a script acts on every key), for a violation's
+// report.
+func (h *history) actionsBefore(key string, from, to time.Duration) string {
+	var lines []string
+	naming, others := 0, 0
+	for i := len(h.actions) - 1; i >= 0; i-- {
+		l := h.actions[i]
+		if l.at < from {
+			break
+		}
+		if l.at > to {
+			continue
+		}
+		mark := " "
+		if strings.Contains(l.what, key) {
+			if naming++; naming > 12 {
+				continue
+			}
+			mark = "*"
+		} else if others++; others > 4 {
+			continue
+		}
+		ends := ""
+		if len(l.ends) > 0 {
+			ends = " (may end the locks of " + strings.Join(l.ends, ", ") + ")"
+		}
+		lines = append(lines, fmt.Sprintf("      %s%8s proxy %d, %s: %s -> %s%s", mark, l.at.Round(time.Millisecond), l.proxy, l.kind, clipLine(l.what, 300), clipLine(l.answer, 200), ends))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	slices.Reverse(lines)
+	return "\n    the adversary's actions before the second grant (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
+}
+
+func clipLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // schedule is one run of the test: which guards are off, which faults the
@@ -198,6 +385,14 @@ type schedule struct {
 	longExtends    bool             // every SET NX is extended, beyond the guard window
 	pause          [2]time.Duration // between faults; default 300 ms to 1.5 s
 	oneProxy       bool             // clients use proxy 0 only
+	adversary      adversarySpec    // the adversarial client (adversary_test.go)
+	// backend: "voting" (the first master, the default of proxy.backend)
+	// or "own" (a redis-server of its own); lockKeys: proxy.lock_keys, "*"
+	// or "lock:*". Empty: drawn from the seed.
+	backend, lockKeys string
+	// maxDenial, when set, bounds how long a prober may get no answer
+	// through a proxy (denials): a longer denial fails the run.
+	maxDenial time.Duration
 }
 
 // fullSchedule is the schedule of the positive run: every fault and every
@@ -205,9 +400,17 @@ type schedule struct {
 var fullSchedule = schedule{
 	name: "full",
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
-		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1},
-	ops: map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
+		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1, "lose-backend": 1},
+	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
+	adversary: adversarySpec{rate: adverseRate, attacks: fullAttacks},
+	maxDenial: maxDenial,
 }
+
+// maxDenial bounds how long a proxy may answer no lock operation at all
+// (history.denials): the schedule's faults alone leave a proxy without a
+// quorum for a few seconds at a time (two masters wiped are guarded for
+// the window, two stalled for up to three seconds, one after the other).
+const maxDenial = 20 * time.Second
 
 func pick(rng *rand.Rand, weights map[string]int) string {
 	keys := make([]string, 0, len(weights))
@@ -241,19 +444,41 @@ type world struct {
 	proxies []*redistest.Proxy
 	h       *history
 	keys    []string
+	// The proxies' configuration: backend "voting" or "own" (own is
+	// that backend), lock_keys.
+	backend, lockKeys string
+	own               *redistest.Server
 }
 
 func newWorld(t *testing.T, sch schedule, seed int64) *world {
-	w := &world{t: t, sch: sch, seed: seed, h: newHistory(), keys: []string{"h:a", "h:b", "h:c", "h:d", "h:e", "h:f"}}
+	w := &world{t: t, sch: sch, seed: seed, h: newHistory(), keys: []string{"lock:a", "lock:b", "lock:c", "lock:d", "lock:e", "lock:f"}}
+	// The configuration, drawn from the seed where the schedule leaves it
+	// open: the backend a voting master or one of its own, every key a lock
+	// key or those under a prefix.
+	draw := rand.New(rand.NewSource(seed ^ 0x5ca1ab1e))
+	w.backend, w.lockKeys = sch.backend, sch.lockKeys
+	if b := []string{"voting", "own"}[draw.Intn(2)]; w.backend == "" {
+		w.backend = b
+	}
+	if k := []string{"*", "lock:*"}[draw.Intn(2)]; w.lockKeys == "" {
+		w.lockKeys = k
+	}
 	w.masters = redistest.StartN(t, 3, redistest.Durable...)
 	for _, m := range w.masters {
 		r := redistest.NewRelay(t, m.Addr)
 		w.relays = append(w.relays, r)
 		w.addrs = append(w.addrs, r.Addr())
 	}
+	backend := ""
+	if w.backend == "own" {
+		w.own = redistest.Start(t)
+		backend = fmt.Sprintf("backend = %q\n", w.own.Addr)
+	}
+	t.Logf("configuration: backend %s, lock_keys [%q] (drawn from the seed unless the schedule sets them)", w.backendName(), w.lockKeys)
 	config := func(listen string) string {
 		return fmt.Sprintf(`[proxy]
 listen = %q
+%slock_keys = [%q]
 lease_ttl = %q
 lock_wait_poll = "100ms"
 [redlock]
@@ -267,7 +492,7 @@ clock_check = "200ms"
 [log]
 level = %q
 format = "json"
-`, listen, leaseTTL, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
+`, listen, backend, w.lockKeys, leaseTTL, redistest.Quote(w.addrs), !sch.noRestartGuard, guardWindow, *historyLog)
 	}
 	var env []string
 	off := sch.guardsOff
@@ -276,7 +501,7 @@ format = "json"
 		off = append(slices.Clone(off), "backend-scripts")
 	}
 	bin := binary
-	if len(off) > 0 {
+	if off = knownGuards(t, off); len(off) > 0 {
 		// Only a binary built for tests reads the variable.
 		bin = redistest.UnsafeProxy(t)
 		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(off, ","))
@@ -294,6 +519,28 @@ format = "json"
 	return w
 }
 
+func (w *world) backendName() string {
+	if w.backend == "own" {
+		return "of its own (a fourth redis-server)"
+	}
+	return "voting (master 0)"
+}
+
+// knownGuards is the guards of off that this build can switch off: a
+// control names the guard of a rule this build may not have yet, and
+// then runs with nothing switched off for it (the rule is not there).
+func knownGuards(t *testing.T, off []string) []string {
+	var out []string
+	for _, g := range off {
+		if slices.Contains(proxy.Guards(), g) {
+			out = append(out, g)
+		} else {
+			t.Logf("guard %q is not in this build: its rule is not there to switch off", g)
+		}
+	}
+	return out
+}
+
 // run plays the schedule for d (or until the first violation, with
 // stopAtViolation) and returns the violations.
 func (w *world) run(d time.Duration, stopAtViolation bool) []string {
@@ -306,6 +553,26 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 			w.client(i, rand.New(rand.NewSource(w.seed+int64(i)+1)), stop)
 		}(i)
 	}
+	for p := range w.proxies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.prober(p, stop)
+		}()
+	}
+	if w.sch.adversary.rate > 0 {
+		adv := newAdversary(w, w.sch.adversary)
+		j := &janitor{w: w, relies: adv.relies()}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			adv.run(stop)
+		}()
+		go func() {
+			defer wg.Done()
+			j.run(stop)
+		}()
+	}
 	rng := rand.New(rand.NewSource(w.seed))
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -315,13 +582,51 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
 		}
 		time.Sleep(randDur(rng, pause[0], pause[1]))
-		if stopAtViolation && len(w.h.violations()) > 0 {
+		if stopAtViolation && len(w.failures()) > 0 {
 			break
 		}
 	}
 	close(stop)
 	wg.Wait()
-	return w.h.violations()
+	return w.failures()
+}
+
+// failures is the violations, and the denials longer than the schedule's
+// maxDenial.
+func (w *world) failures() []string {
+	v := w.h.violations()
+	if w.sch.maxDenial == 0 {
+		return v
+	}
+	longest, from := w.h.denials()
+	for p, d := range longest {
+		if d > w.sch.maxDenial {
+			v = append(v, fmt.Sprintf("denial: proxy %d answered no lock operation of its prober for %s from %s (the bound is %s)",
+				p, d.Round(time.Millisecond), from[p].Round(time.Millisecond), w.sch.maxDenial))
+		}
+	}
+	return v
+}
+
+// prober takes and lets expire a key of its own through proxy p every
+// 100 ms, recording whether the proxy answered (granted, or refused as
+// held) or not (NOQUORUM, an error): how long a proxy gave no lock
+// service at all.
+func (w *world) prober(p int, stop <-chan struct{}) {
+	c := redis.NewClient(&redis.Options{Addr: w.proxies[p].Addr, Protocol: 2, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer c.Close()
+	key := fmt.Sprintf("lock:probe:%d", p)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		err := c.SetNX(context.Background(), key, randToken(), 50*time.Millisecond).Err()
+		w.h.probed(p, err == nil || err == redis.Nil)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // fault plays one fault of the schedule.
@@ -376,7 +681,8 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 	case "split-flush":
 		// Writes to master 1 or 2 are held back, then dropped: locks
 		// granted meanwhile are on master 0 and the other only. Then
-		// FLUSHALL through a proxy, whose backend is master 0.
+		// FLUSHALL through a proxy, whose backend is master 0 (when it
+		// votes).
 		k := 1 + rng.Intn(2)
 		p := rng.Intn(len(w.proxies))
 		w.h.fault("master %d's writes held back and dropped, then FLUSHALL through proxy %d", k, p)
@@ -391,6 +697,20 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 	case "reset":
 		w.h.fault("master %d's connections reset", i)
 		r.Reset()
+	case "lose-backend":
+		// Locks granted while master 1 or 2 is stalled are on master 0
+		// and the other only; master 0 (the backend, when it votes) then
+		// loses its data, and a proxy restarts within its guard window:
+		// it meets master 0 for the first time.
+		k := 1 + rng.Intn(2)
+		p := rng.Intn(len(w.proxies))
+		w.h.fault("master %d stalls for 600ms, then master 0 restarts with its data directory wiped and proxy %d restarts", k, p)
+		w.masters[k].Stop()
+		time.Sleep(600 * time.Millisecond)
+		w.masters[k].Cont()
+		w.masters[0].Wipe()
+		time.Sleep(randDur(rng, 100*time.Millisecond, 500*time.Millisecond))
+		w.proxies[p].Restart()
 	case "proxy-restart":
 		p := rng.Intn(len(w.proxies))
 		w.h.fault("proxy %d restarts", p)
@@ -473,7 +793,7 @@ func (w *world) setNX(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("set-nx granted")
-	g := w.h.begin(key, tok, "SET NX", id, r, s+ttl-drift(ttl))
+	g := w.h.begin(key, tok, "SET NX", id, s, r, s+ttl-drift(ttl))
 	w.h.step(g, s, "SET NX PX %d", ttl.Milliseconds())
 	n := rng.Intn(3)
 	if w.sch.longExtends {
@@ -560,7 +880,7 @@ func (w *world) redisson(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("redisson lock granted")
-	g := w.h.begin(key, holder, "Redisson lock", id, r, s+ttl-drift(ttl))
+	g := w.h.begin(key, holder, "Redisson lock", id, s, r, s+ttl-drift(ttl))
 	w.h.step(g, s, "Redisson lock, lease %d ms", ttl.Milliseconds())
 	holds := 1
 	for n := rng.Intn(3); n > 0; n-- {
@@ -639,7 +959,7 @@ func (w *world) native(id int, rng *rand.Rand, c *redis.Client, key string) {
 		return
 	}
 	w.h.count("lock.acquire granted")
-	g := w.h.begin(key, tok, "LOCK.ACQUIRE", id, r, s+validity)
+	g := w.h.begin(key, tok, "LOCK.ACQUIRE", id, s, r, s+validity)
 	w.h.step(g, s, "%v: validity %s", args, validity)
 	holds := 1
 	if rng.Intn(3) == 0 && w.holdFor(rng, g, 0.5) {
@@ -714,7 +1034,7 @@ func (w *world) lease(id int, rng *rand.Rand, addr, key string) {
 		return
 	}
 	w.h.count("lease granted")
-	g := w.h.begin(key, tok, "LEASE", id, r, s+validity)
+	g := w.h.begin(key, tok, "LEASE", id, s, r, s+validity)
 	w.h.step(g, s, "LEASE: validity %s", validity)
 	until := time.Now().Add(randDur(rng, leaseTTL/2, 3*leaseTTL))
 	for time.Now().Before(until) {
@@ -762,7 +1082,7 @@ func (w *world) pipelined(id int, rng *rand.Rand, c *redis.Client) {
 			continue
 		}
 		w.h.count("pipelined set-nx granted")
-		g := w.h.begin(w.keys[k], toks[i], "pipelined SET NX", id, r, s+ttl-drift(ttl))
+		g := w.h.begin(w.keys[k], toks[i], "pipelined SET NX", id, s, r, s+ttl-drift(ttl))
 		w.h.step(g, s, "pipelined SET NX PX %d", ttl.Milliseconds())
 		held = append(held, g)
 		unlock = append(unlock, i)
@@ -824,12 +1144,29 @@ func (w *world) report(v []string) {
 	for k, n := range h.outcome {
 		outcomes = append(outcomes, fmt.Sprintf("%s: %d", k, n))
 	}
-	holds := len(h.holds)
-	faults := len(h.faults)
+	holds, cut := len(h.holds), 0
+	now := h.now()
+	endedBy := map[string]int{}
+	for _, g := range h.holds {
+		if _, by := h.endedBy(g, now); g.client >= 0 && by != nil {
+			cut++
+			kind, _, _ := strings.Cut(by.what, ":")
+			endedBy[kind]++
+		}
+	}
+	for kind, n := range endedBy {
+		outcomes = append(outcomes, fmt.Sprintf("holdings ended early by the adversary's %s: %d", kind, n))
+	}
+	faults, actions := len(h.faults), len(h.actions)
 	h.mu.Unlock()
 	sort.Strings(outcomes)
-	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held, %d violations\n  %s",
-		w.sch.name, w.seed, h.now().Round(time.Second), faults, holds, len(v), strings.Join(outcomes, "\n  "))
+	longest, from := h.denials()
+	var denied []string
+	for p, d := range longest {
+		denied = append(denied, fmt.Sprintf("proxy %d %s (from %s)", p, d.Round(time.Millisecond), from[p].Round(time.Millisecond)))
+	}
+	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held (%d of them ended early by the adversary's commands), %d adversary actions, %d violations; longest time without lock service: %s\n  %s",
+		w.sch.name, w.seed, now.Round(time.Second), faults, holds, cut, actions, len(v), strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
 }
 
 func seed(t *testing.T) int64 {
@@ -851,7 +1188,11 @@ func TestHistory(t *testing.T) {
 	if d == 0 {
 		d = 45 * time.Second
 	}
-	w := newWorld(t, fullSchedule, seed(t))
+	sch := fullSchedule
+	if *historyAdverse >= 0 {
+		sch.adversary.rate = *historyAdverse
+	}
+	w := newWorld(t, sch, seed(t))
 	v := w.run(d, false)
 	w.report(v)
 	for _, s := range v {
@@ -873,6 +1214,8 @@ func TestHistoryControls(t *testing.T) {
 		t.Skip("history test skipped in -short mode")
 	}
 	base := map[string]int{"set-nx": 6, "native": 2, "lease": 2}
+	// The controls of the guards against faults run as they always did:
+	// a voting backend, every key a lock key.
 	controls := []schedule{
 		{name: "restart_guard_off", noRestartGuard: true, faults: map[string]int{"wipe": 1}, ops: base},
 		{name: "data_evidence_off", guardsOff: []string{"data-evidence"}, faults: map[string]int{"wipe": 1, "aof-off": 1}, ops: base},
@@ -890,6 +1233,10 @@ func TestHistoryControls(t *testing.T) {
 		{name: "admin_commands_and_data_evidence_off", guardsOff: []string{"admin-commands", "data-evidence"}, faults: map[string]int{"split-flush": 1}, ops: base},
 		{name: "unknown_scripts_passthrough", unknownScripts: "passthrough", faults: map[string]int{"reset": 1}, ops: map[string]int{"set-nx": 1}},
 	}
+	for i := range controls {
+		controls[i].backend, controls[i].lockKeys = "voting", "*"
+	}
+	controls = append(controls, adversaryControls(base)...)
 	for _, sch := range controls {
 		t.Run(sch.name, func(t *testing.T) {
 			w := newWorld(t, sch, seed(t))
