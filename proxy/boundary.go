@@ -72,6 +72,9 @@ type boundary struct {
 	// voting: the backend is one of the masters, by address or, found at
 	// start, by run_id.
 	voting bool
+	// mixed: a backend of its own takes the commands on lock keys the
+	// quorum does not serve: it holds data beside the locks (mixed.go).
+	mixed bool
 	// The guards, on unless a test switched them off.
 	reserved, backendKeys, backendScripts bool
 }
@@ -88,6 +91,7 @@ func newBoundary(cfg Config) boundary {
 	b := boundary{voting: cfg.backendVotes(), reserved: !off(guardReserved),
 		backendKeys: !off(guardBackendLockKeys), backendScripts: !off(guardBackendScripts)}
 	b.refuseKeys = cfg.refusesLockKeyCommands() && (b.backendKeys || !b.voting)
+	b.mixed = !b.voting && !b.refuseKeys
 	return b
 }
 
@@ -256,7 +260,7 @@ func (s *Server) scriptRefusal(keys [][]byte) string {
 	if s.bnd.voting && s.bnd.backendScripts {
 		return unknownScriptOnVotingBackend
 	}
-	if s.bnd.voting || s.cfg.Proxy.UnknownScripts == "passthrough" {
+	if s.bnd.voting || s.cfg.unknownScripts() == "passthrough" {
 		return "" // the guard is off (tests), or the operator's choice
 	}
 	for _, k := range keys {
@@ -343,6 +347,7 @@ func (s *Server) checkBackendIdentity() {
 				Msg("proxy.backend is one of the masters under another address: it is treated as a voting backend (commands on lock keys and unknown scripts refused); give the proxy a Redis of its own")
 			s.bnd.voting = true
 			s.bnd.refuseKeys = s.bnd.refuseKeys || s.bnd.backendKeys
+			s.bnd.mixed = false
 			return
 		}
 	}

@@ -69,6 +69,10 @@ func init() {
 	}
 	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
 	backendKeys := map[string]bool{"hget": true, "hexists": true, "watch": true}
+	for _, name := range []string{"rename", "renamenx"} {
+		handlers[name] = cmdRename
+		backendKeys[name] = true
+	}
 	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
 		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
 		handlers[name] = cmdBlocking
@@ -126,6 +130,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			if e == nil || !e.releases {
 				keepInput(c)
 			}
+			s.noteQueued(st, name, cmd.Args)
 			s.forward(c, st, cmd.Args, false)
 			return
 		}
@@ -134,6 +139,11 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		// Done with the arguments when it returns: the shared and the
 		// pinned backend connections copy them into their write before
 		// the replies come.
+		if ss, ok := c.(*session); ok && s.mixed() && ss.busy() {
+			// Lock operations in flight write the backend too (a lock's
+			// mirror, mixed.go): this command runs after them.
+			ss.waitIdle()
+		}
 		s.forwardPipeline(c, st, cmd)
 		return
 	}
@@ -173,8 +183,18 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 // key that is not a lock key, which the boundary lets through
 // (boundary.go).
 func (s *Server) plainPassthrough(st *client, e *command, args [][]byte) bool {
-	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) ||
+	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) || s.mixed() && mixedData(e, args) ||
 		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(st, e, args) == ""
+}
+
+// hasNX reports whether a SET has the NX option (a lock acquire).
+func hasNX(args [][]byte) bool {
+	for _, a := range args[min(3, len(args)):] {
+		if len(a) == 2 && (a[0]|0x20) == 'n' && (a[1]|0x20) == 'x' {
+			return true
+		}
+	}
+	return false
 }
 
 // maxBatch bounds how many pipelined commands go to the backend in one write.
@@ -330,6 +350,9 @@ func isScriptCommand(name string) bool {
 func (s *Server) touchesLockKey(name string, args [][]byte) bool {
 	if e := commands[name]; e != nil && e.sorted && s.permitKeyOf(name, args) != nil {
 		return true
+	}
+	if s.mixed() && !s.mixedLockOp(name, args) {
+		return false // data, on the backend (mixed.go)
 	}
 	for _, k := range lockKeysOf(name, args) {
 		if s.isLockKey(k) {
@@ -501,7 +524,7 @@ func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	s.forward(c, st, args, true)
-	st.multi, st.dirty = st.pinned != nil, false
+	st.multi, st.dirty, st.multiEnds, st.multiN = st.pinned != nil, false, nil, 0
 }
 
 func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -509,14 +532,23 @@ func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR EXEC without MULTI")
 		return
 	}
+	ends := st.multiEnds
+	st.multiEnds, st.multiN = nil, 0
 	if st.dirty {
 		s.forward(nullConn{}, st, [][]byte{[]byte("DISCARD")}, true)
 		st.multi, st.dirty = false, false
 		c.WriteError("EXECABORT Transaction discarded because of previous errors.")
 		return
 	}
-	s.forward(c, st, args, true)
+	if len(ends) == 0 {
+		s.forward(c, st, args, true)
+		st.multi = false
+		return
+	}
+	ec := &execConn{Conn: c}
+	s.forward(ec, st, args, true)
 	st.multi = false
+	s.endLocks(st, ends, ec.reply)
 }
 
 func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -525,5 +557,5 @@ func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	s.forward(c, st, args, true)
-	st.multi, st.dirty = false, false
+	st.multi, st.dirty, st.multiEnds, st.multiN = false, false, nil, 0
 }

@@ -103,6 +103,20 @@ func (c *Config) refusesLockKeyCommands() bool {
 	return c.backendVotes() || !slices.Contains(c.Proxy.LockKeys, "*")
 }
 
+// unknownScripts is proxy.unknown_scripts, and its default: "passthrough"
+// where a backend of the proxy's own holds data beside the locks (every key
+// a lock key, and commands on lock keys go there: mixed.go), whose scripts
+// the proxy does not know, "refuse" otherwise.
+func (c *Config) unknownScripts() string {
+	switch {
+	case c.Proxy.UnknownScripts != "":
+		return c.Proxy.UnknownScripts
+	case !c.backendVotes() && !c.refusesLockKeyCommands():
+		return "passthrough"
+	}
+	return "refuse"
+}
+
 // backendVotes reports whether the passthrough backend is one of the
 // masters: proxy.backend empty (the first master) or one of them.
 func (c *Config) backendVotes() bool {
@@ -150,9 +164,12 @@ type ProxyConfig struct {
 	LeaseTTL Duration `toml:"lease_ttl"`
 	// UnknownScripts is what becomes of a script the proxy does not
 	// recognise (EVAL, EVALSHA, their _RO forms, FCALL) whose keys include
-	// a lock key: "refuse" (the default) answers an error that says how
-	// to declare it ([[scripts]]); "passthrough" runs it on the backend
-	// alone, where it changes one master's copy of the lock.
+	// a lock key, with a backend of the proxy's own: "refuse" answers an
+	// error that says how to declare it ([[scripts]]); "passthrough" runs
+	// it on the backend, on its keys, not the locks. Empty (the default):
+	// "passthrough" where the backend holds data beside the locks
+	// (mixed.go), "refuse" otherwise. On a voting backend every such
+	// script is refused, and "passthrough" is an error.
 	UnknownScripts string `toml:"unknown_scripts"`
 	// LockKeyCommands is what becomes of a command the quorum does not
 	// serve (INCR, HSET, RENAME, ZADD, WATCH, a blocking pop…) that names
@@ -245,7 +262,7 @@ func DefaultConfig() Config {
 			Listen: "127.0.0.1:6380", LockKeys: []string{"*"},
 			PassthroughTimeout: Duration{5 * time.Second}, MaxClients: 10000,
 			MaxBulkLen: 512 << 20, MaxQueryBuffer: 1 << 30, MaxLockValue: 64 << 10, WriteTimeout: Duration{30 * time.Second},
-			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, UnknownScripts: "refuse", MaxInflight: 512,
+			LockWaitPoll: Duration{time.Second}, LeaseTTL: Duration{10 * time.Second}, MaxInflight: 512,
 			GCHeadroom: 16 << 20,
 		},
 		Redlock: RedlockConfig{
@@ -338,7 +355,7 @@ func (c *Config) Validate() error {
 		return errors.New("proxy.lease_ttl: must be at least 30ms")
 	case c.Proxy.MaxInflight < 1:
 		return errors.New("proxy.max_inflight: must be at least 1")
-	case c.Proxy.UnknownScripts != "refuse" && c.Proxy.UnknownScripts != "passthrough":
+	case c.Proxy.UnknownScripts != "" && c.Proxy.UnknownScripts != "refuse" && c.Proxy.UnknownScripts != "passthrough":
 		return fmt.Errorf("proxy.unknown_scripts: %q is not refuse or passthrough", c.Proxy.UnknownScripts)
 	case c.Proxy.LockKeyCommands != "" && c.Proxy.LockKeyCommands != "refuse" && c.Proxy.LockKeyCommands != "backend":
 		return fmt.Errorf("proxy.lock_key_commands: %q is not refuse or backend", c.Proxy.LockKeyCommands)
@@ -404,7 +421,7 @@ func (c *Config) settingsSummary() string {
 		lkc = "refuse"
 	}
 	s := fmt.Sprintf("masters=%s quorum=%d lock_keys=%s restart_guard=%s max_lock_ttl=%s drift_factor=%v unknown_scripts=%s lock_key_commands=%s",
-		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.MaxLockTTL, c.Redlock.DriftFactor, c.Proxy.UnknownScripts, lkc)
+		strings.Join(masters, ","), q, strings.Join(keys, ","), guard, c.Redlock.MaxLockTTL, c.Redlock.DriftFactor, c.unknownScripts(), lkc)
 	if len(off) > 0 {
 		s += " guards_off=" + strings.Join(off, ",")
 	}

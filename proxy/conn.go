@@ -16,4 +16,10 @@ type client struct {
 	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
 	sub     *subscription            // while subscribed (pubsub.go)
 	proto   int                      // 3 after HELLO 3; RESP2 otherwise
+	// multiN counts the commands the open transaction queued; multiEnds
+	// are those of them that end the locks of their keys where the backend
+	// holds data beside the locks (mixed.go): once EXEC commits, with the
+	// command's own reply, their locks are deleted on the quorum too.
+	multiN    int
+	multiEnds []queuedEnd
 }

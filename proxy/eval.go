@@ -250,10 +250,37 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, released func()) {
 	start := time.Now()
 	q := s.rl.Quorum()
+	mirror := 0 // where the backend holds data beside the locks: 1 the mirror held the token, -1 something else
+	if s.mixed() {
+		mirror = s.mirrorRelease(key, token)
+	}
 	r, err := s.rl.Release(ctx, key, token)
 	s.m.Release(r.Released(q), err, time.Since(start))
 	if r.Deleted > 0 {
 		st.releasedLease(key, token)
+	}
+	switch mirror {
+	case 1:
+		// The application's keyspace held the token, and no longer does,
+		// as on one Redis; the quorum's copy went too, or goes with its TTL.
+		if released != nil {
+			released()
+		}
+		writeSpec(c, spec.OK)
+		return
+	case -1:
+		// Data took the lock's place: on one Redis the key no longer holds
+		// the token, and the script answers so.
+		writeSpec(c, spec.NotOwned)
+		return
+	case 0:
+		if s.mixed() && err == nil {
+			// Not in the application's keyspace (renamed, expired there,
+			// or lost with the backend): on one Redis the script finds
+			// nothing. The quorum's copy went all the same.
+			writeSpec(c, spec.Absent)
+			return
+		}
 	}
 	switch {
 	case err != nil:
@@ -374,6 +401,21 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 		}
 	}
 	h, reclaims := spec.Holder(argv)
+	mirrored := false
+	if len(keys) == 1 && s.mixed() {
+		// The lock's mirror on the backend first (mixed.go): a key that
+		// holds data, or another holder's lock, is not acquired there.
+		v, err := s.backendCall("set", keys[0], token, "nx", "px", strconv.FormatInt(ttl.Milliseconds(), 10))
+		if err == nil && v == nil {
+			held, _ := s.backendCall("get", keys[0])
+			if hv, ok := held.(string); !ok || !reclaims || !h.Holds(hv) {
+				s.m.Acquire(engine.ErrHeld, 0)
+				writeOutcome(c, spec, 1, false, spec.NotOwned)
+				return
+			}
+		}
+		mirrored = err == nil && v != nil
+	}
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
@@ -383,10 +425,16 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 		r, err = s.rl.AcquireAll(ctx, keys, token, ttl)
 		s.m.Acquire(err, time.Since(start))
 	}
+	unmirror := func() {
+		if mirrored {
+			s.mirrorRelease(keys[0], token)
+		}
+	}
 	switch {
 	case err == nil:
 		writeOutcome(c, spec, len(keys), true, "")
 	case !errors.Is(err, engine.ErrNotAcquired):
+		unmirror()
 		writeErr(c, err)
 	case reclaims && (r.Prev == nil || h.Holds(*r.Prev)):
 		// Each master decides as the script does; the quorum, as an
@@ -394,6 +442,11 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 		start := time.Now()
 		_, renewed, err := s.rl.Reacquire(ctx, keys, token, ttl, h)
 		s.m.Extend(renewed, err, time.Since(start))
+		if renewed && len(keys) == 1 && s.mixed() {
+			s.mirrorTake(keys[0], token, ttl.Milliseconds())
+		} else if !renewed {
+			unmirror()
+		}
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -403,6 +456,7 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 			writeOutcome(c, spec, len(keys), renewed, spec.NotOwned)
 		}
 	default:
+		unmirror()
 		writeOutcome(c, spec, len(keys), false, spec.NotOwned)
 	}
 }
@@ -440,6 +494,9 @@ func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client
 		s.m.Release(n > 0, err, time.Since(start))
 		for _, k := range keys {
 			st.releasedLease(k, token)
+			if s.mixed() {
+				s.mirrorRelease(k, token)
+			}
 		}
 		if err != nil {
 			writeErr(c, err)
@@ -535,8 +592,25 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		if spec.AddIf(argv) {
 			mode = engine.ExtendAdd
 		}
+		if s.mixed() {
+			// The application's keyspace decides whether the lock is still
+			// there, as on one Redis; the quorum, whether it is extended.
+			switch m := s.mirrorState(key, token); {
+			case m == -1:
+				_, _ = s.rl.Release(ctx, key, token) // data took its place: the lock ended
+				writeSpec(c, spec.NotOwned)
+				return
+			case m == 0 && mode != engine.ExtendClaim:
+				_, _ = s.rl.Release(ctx, key, token) // renamed, expired or lost there: ended
+				writeSpec(c, spec.Absent)
+				return
+			}
+		}
 		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
 		s.m.Extend(extended, err, time.Since(start))
+		if extended && s.mixed() {
+			s.mirrorExtend(key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)
+		}
 		switch {
 		case err != nil:
 			writeErr(c, err)

@@ -28,12 +28,15 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError(msg)
 		return
 	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
+	if !s.isLockKey(args[1]) || !o.nx && s.mixed() {
+		s.forward(c, st, args, false) // data (mixed.go)
 		return
 	}
 	if s.oversized(c, args[1:]) {
 		return
+	}
+	if s.mixed() && !s.mirrorTaken(c, args, o.get, "") {
+		return // the key holds data, or the backend failed
 	}
 	if !o.nx {
 		w, err := s.rl.NoteTTL(string(args[1]), o.ttl(time.Now()))
@@ -107,6 +110,9 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
+	if s.mixed() && !s.mirrorTaken(c, [][]byte{[]byte("set"), args[1], args[2], []byte("nx")}, false, "0") {
+		return
+	}
 	s.acquire(c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
 		if ok {
 			c.WriteInt(1)
@@ -120,6 +126,9 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // previous value for SET … NX GET.
 func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
 	r, err := s.acquireRaw(key, value, ttl)
+	if err != nil && s.mixed() {
+		s.mirrorRelease(key, value) // taken first (mirrorTaken)
+	}
 	switch {
 	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
 		writeErr(c, err)
@@ -160,11 +169,16 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.mixed() && s.backendFirst(c, args, func(v any) bool { return v != nil }) {
+		return
+	}
 	if s.oversized(c, args[1:]) {
 		return
 	}
 	k, typ, err := s.readAnyType(args[1])
 	switch {
+	case err != nil && s.mixed():
+		c.WriteNull() // the data's answer stands: masters down do not fail a read
 	case err != nil:
 		writeErr(c, err)
 	case typ != "string" && k.Exists:
@@ -192,11 +206,16 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if s.mixed() && s.backendFirst(c, args, func(v any) bool { n, _ := v.(int64); return n != -2 }) {
+		return
+	}
 	if s.oversized(c, args[1:]) {
 		return
 	}
 	k, _, err := s.readAnyType(args[1])
 	switch {
+	case err != nil && s.mixed():
+		c.WriteInt(-2) // the data's answer stands: masters down do not fail a read
 	case err != nil:
 		writeErr(c, err)
 	case k.PTTL < 0:
@@ -224,7 +243,21 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			rest = append(rest, key)
 			continue
 		}
+		if s.mixed() {
+			v, err := s.backendCall("exists", string(key))
+			if err != nil {
+				backendAnswer(c, nil, err)
+				return
+			}
+			if v == int64(1) {
+				n++
+				continue
+			}
+		}
 		k, _, err := s.readAnyType(key)
+		if err != nil && s.mixed() {
+			continue // the data's answer stands: masters down do not fail a read
+		}
 		if err != nil {
 			writeErr(c, err)
 			return
@@ -268,15 +301,32 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			rest = append(rest, key)
 			continue
 		}
+		onBackend := false
+		if s.mixed() {
+			v, err := s.backendCall(string(args[0]), string(key))
+			if err != nil {
+				backendAnswer(c, nil, err)
+				return
+			}
+			onBackend = v == int64(1)
+		}
 		ok, err := s.broadcastCount(nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
-		if err != nil {
+		switch {
+		case s.mixed():
+			// The backend's count; the lock, if a quorum holds one, goes
+			// too. A lock without a mirror on the backend (a semaphore,
+			// LOCK.*) counts where the quorum deleted it; a quorum that
+			// cannot be reached leaves the data's answer standing.
+			if onBackend || ok {
+				n++
+			}
+		case err != nil:
 			writeErr(c, err)
 			return
-		}
-		if ok {
+		case ok:
 			n++
 		}
 	}
@@ -295,6 +345,38 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	onBackend := false
+	if s.mixed() {
+		// The backend's key (data, or a lock's mirror) first; then the
+		// lock, if a quorum holds one.
+		v, err := s.backendValue(args)
+		if err != nil {
+			backendAnswer(c, nil, err)
+			return
+		}
+		onBackend = v == int64(1)
+		if !onBackend {
+			// The backend's 0: a key it holds keeps its TTL, and so does
+			// the lock, if any; a key it does not hold may be a lock
+			// without a mirror, which the quorum answers for.
+			if held, err := s.backendCall("exists", string(args[1])); err != nil || held == int64(1) {
+				backendAnswer(c, v, err)
+				return
+			}
+		}
+	}
+	answer := func(ok bool, err error) {
+		switch {
+		case s.mixed(): // the backend's answer, or a lock's without a mirror; the lock, if any, follows
+			c.WriteInt(b2i(onBackend || ok && err == nil))
+		case err != nil:
+			writeErr(c, err)
+		case ok:
+			c.WriteInt(1)
+		default:
+			c.WriteInt(0)
+		}
+	}
 	if s.oversized(c, args[1:]) {
 		return
 	}
@@ -306,19 +388,15 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			return
 		}
 		if w, err = s.rl.NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
+			if s.mixed() {
+				answer(false, nil) // longer than any lock may live: the backend's key alone
+				return
+			}
 			writeErr(c, err)
 			return
 		}
 	}
-	ok, err := s.broadcastCount(w, args...)
-	switch {
-	case err != nil:
-		writeErr(c, err)
-	case ok:
-		c.WriteInt(1)
-	default:
-		c.WriteInt(0)
-	}
+	answer(s.broadcastCount(w, args...))
 }
 
 func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -326,8 +404,8 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, strings.ToLower(string(args[0])))
 		return
 	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
+	if !s.isLockKey(args[1]) || s.mixed() {
+		s.forward(c, st, args, false) // data (mixed.go)
 		return
 	}
 	if s.oversized(c, args[1:]) {
@@ -380,8 +458,8 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		wrongArgs(c, "getex")
 		return
 	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
+	if !s.isLockKey(args[1]) || s.mixed() {
+		s.forward(c, st, args, false) // data (mixed.go)
 		return
 	}
 	if s.oversized(c, args[1:]) {
@@ -449,6 +527,15 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	if !s.isLockKey(args[1]) {
 		s.forward(c, st, args, false)
+		return
+	}
+	if s.mixed() {
+		v, err := s.backendValue(args)
+		if v != nil { // and the lock, if a quorum holds one
+			_, _ = s.broadcastCount(nil, []byte("del"), args[1])
+			st.releasedLease(string(args[1]), "")
+		}
+		backendAnswer(c, v, err)
 		return
 	}
 	if s.oversized(c, args[1:]) {

@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
+)
+
+// Data beside locks. With a backend of the proxy's own that takes the
+// commands on lock keys the quorum does not serve (proxy.lock_key_commands
+// resolving to "backend": every key a lock key, the default there), a key
+// may be a lock one moment and data the next — a rate limiter's
+// `SET k 0 EX 60 NX` then `INCR k`, a cache's `SET NX EX` then `GET`, an
+// idempotency key's `SET NX` then `DEL`. One rule keeps the two apart and
+// answers as one Redis would:
+//
+//   - The backend holds the application's whole keyspace. A lock taken by
+//     SET … NX or SETNX is written there too — its mirror, with the same
+//     value and TTL — first, by the same SET NX: so a key that holds data
+//     is not granted as a lock (Redis's NX), and data commands that follow
+//     act on it as on the lock's value (INCR keeps its TTL).
+//   - The quorum decides who holds a lock, as always: the acquire is
+//     granted only when the backend took the mirror *and* a quorum of
+//     masters took the lock, and the mirror is taken back otherwise.
+//     Releases and extends by the recognised scripts act on both.
+//   - Reads (GET, PTTL, TTL, EXISTS…) answer from the backend alone, at the
+//     cost of a plain command: the backend is the application's keyspace.
+//     A lock whose mirror was lost (the backend restarted empty) reads as
+//     absent there, but cannot be acquired again while a quorum holds it:
+//     an acquire needs both, so a "not held" read never leads to a second
+//     holder.
+//   - Deletes and expiries (DEL, UNLINK, GETDEL, the EXPIRE family,
+//     PERSIST) of a key the backend holds act on both: the backend answers
+//     (for the data or the mirror), and the lock, if a quorum holds one,
+//     goes too or gets the same TTL. In a transaction the backend runs
+//     them; a committed DEL, UNLINK or GETDEL then deletes the lock too.
+//     Every other command, plain SET included, runs on the backend alone
+//     and can never change a master.
+//
+// Mixed mode never changes what reaches the masters: only the proxy's
+// quorum operations write them, as in every configuration.
+
+// mixed reports whether the backend holds data beside the locks (above).
+func (s *Server) mixed() bool { return s.bnd.mixed }
+
+// mirrorReleaseScript deletes a lock's mirror if it still holds the token:
+// 1; 0 when the key is absent, -1 when it holds something else.
+const mirrorReleaseScript = `local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then return redis.call('del', KEYS[1]) end
+if not v then return 0 end
+return -1`
+
+// mirrorExtendScript renews a lock's mirror if it holds the token: to
+// ARGV[2] ms, or by ARGV[2] ms more with ARGV[3] = "add"; a mirror that
+// was lost is written again, unless data took its place.
+const mirrorExtendScript = `local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then
+  if ARGV[3] == 'add' then
+    local left = redis.call('pttl', KEYS[1])
+    if left > 0 then return redis.call('pexpire', KEYS[1], left + tonumber(ARGV[2])) end
+    return 0
+  end
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+if not v then return redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2], 'nx') and 1 or 0 end
+return 0`
+
+// backendCall runs one command of the proxy's own on the backend and reads
+// its reply as a value (wire.ParseValue): a reply error is a
+// wire.ErrorReply error.
+func (s *Server) backendCall(args ...string) (any, error) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	return s.backendValue(b)
+}
+
+// mirrorRelease takes a lock's mirror back where it still holds token, and
+// reports what the backend held: 1 the token (deleted), 0 nothing (or it
+// failed), -1 something else. Failures are logged: the mirror then lives
+// until its TTL, and only keeps the key from being acquired for that long,
+// as the lock would have.
+func (s *Server) mirrorRelease(key, token string) int {
+	v, err := s.backendCall("eval", mirrorReleaseScript, "1", key, token)
+	var er wire.ErrorReply
+	switch {
+	case errors.As(err, &er): // another type
+		return -1
+	case err != nil:
+		s.log.Debug().Err(err).Str("key", key).Msg("a lock's mirror on the backend was not taken back")
+		return 0
+	}
+	n, _ := v.(int64)
+	return int(n)
+}
+
+// mirrorExtend renews a lock's mirror after the quorum extended the lock.
+func (s *Server) mirrorExtend(key, token string, ttlMS int64, add bool) {
+	mode := "set"
+	if add {
+		mode = "add"
+	}
+	if _, err := s.backendCall("eval", mirrorExtendScript, "1", key, token, strconv.FormatInt(ttlMS, 10), mode); err != nil {
+		s.log.Debug().Err(err).Str("key", key).Msg("a lock's mirror on the backend was not renewed")
+	}
+}
+
+// backendAnswer writes a value read by backendCall to the client, in its
+// protocol: strings as bulk strings, integers, nil, arrays, errors.
+func backendAnswer(c redcon.Conn, v any, err error) {
+	var er wire.ErrorReply
+	switch {
+	case errors.As(err, &er):
+		c.WriteError(string(er))
+	case err != nil:
+		c.WriteError("ERR redlock-proxy: passthrough backend failed")
+	case v == nil:
+		c.WriteNull()
+	default:
+		switch x := v.(type) {
+		case string:
+			c.WriteBulkString(x)
+		case int64:
+			c.WriteInt64(x)
+		default:
+			c.WriteAny(x)
+		}
+	}
+}
+
+// mirrorTaken writes a lock's mirror on the backend before the quorum
+// acquire, with the client's own SET … NX (set, the command), and reports
+// whether the acquire goes on. When the backend refuses — the key holds
+// data, or another lock's mirror — the client is answered as Redis
+// answers a SET NX over an existing key: nil, the value for SET … NX
+// GET, or refused (refused, when not empty: SETNX's 0).
+func (s *Server) mirrorTaken(c redcon.Conn, set [][]byte, get bool, refused string) bool {
+	v, err := s.backendValue(set)
+	switch {
+	case err != nil:
+		backendAnswer(c, nil, err)
+		return false
+	case get && v != nil: // SET … NX GET: the old value; nothing was set
+		s.m.Acquire(engine.ErrHeld, 0)
+		backendAnswer(c, v, nil)
+		return false
+	case !get && v == nil:
+		s.m.Acquire(engine.ErrHeld, 0) // held, as the quorum would have found
+		if refused != "" {
+			c.WriteInt(0)
+		} else {
+			c.WriteNull()
+		}
+		return false
+	}
+	return true
+}
+
+// mixedLockOp reports whether a command of lockCommands is a lock
+// operation where the backend holds data beside the locks: an acquire (SET
+// … NX, SETNX), a lock script the proxy recognises, the proxy's own
+// LOCK.*. The others (GET, SET, DEL, EXPIRE…, other scripts) are data
+// commands there, which a transaction may queue.
+func (s *Server) mixedLockOp(name string, args [][]byte) bool {
+	switch name {
+	case "set":
+		return hasNX(args)
+	case "setnx", "lock.acquire", "lock.release", "lock.extend", "lock.info":
+		return true
+	case "eval":
+		sp := s.scripts.Lookup(string(args[1]))
+		return sp != nil && sp.Op != lockscripts.OpNotALock
+	case "evalsha":
+		e, ok := s.scripts.Get(string(args[1]))
+		sp := e.Spec
+		if !ok {
+			sp = lockscripts.BySHA(string(args[1]))
+		}
+		return sp != nil && sp.Op != lockscripts.OpNotALock
+	}
+	return false
+}
+
+// mirrorTakeScript sets a lock's mirror to the token with a TTL of ARGV[2]
+// ms, over the mirror of the holder's earlier token (a library's
+// reacquire), unless data holds the key: ARGV[3] is that earlier value.
+const mirrorTakeScript = `local v = redis.call('get', KEYS[1])
+if not v or v == ARGV[3] or v == ARGV[1] then return redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]) end
+return 0`
+
+// mirrorTake writes the mirror of a lock the holder took again.
+func (s *Server) mirrorTake(key, token string, ttlMS int64) {
+	held, _ := s.backendCall("get", key)
+	prev, _ := held.(string)
+	if _, err := s.backendCall("eval", mirrorTakeScript, "1", key, token, strconv.FormatInt(ttlMS, 10), prev); err != nil {
+		s.log.Debug().Err(err).Str("key", key).Msg("a lock's mirror on the backend was not written")
+	}
+}
+
+// queuedEnd is a command queued in MULTI that may end the locks of its
+// keys: its place in the transaction, its name and the keys.
+type queuedEnd struct {
+	at   int
+	name string
+	keys []string
+}
+
+// noteQueued counts a command queued in MULTI, and remembers, where the
+// backend holds data beside the locks, those that end locks on one Redis:
+// DEL, UNLINK and GETDEL of their keys, RENAME and RENAMENX of both. The
+// transaction runs on the backend, on the locks' mirrors; once it commits,
+// Server.endLocks ends the locks on the quorum too, by each command's
+// reply.
+func (s *Server) noteQueued(st *client, name string, args [][]byte) {
+	at := st.multiN
+	st.multiN++
+	if !s.mixed() || len(args) < 2 {
+		return
+	}
+	switch name {
+	case "del", "unlink":
+	case "getdel":
+		args = args[:2]
+	case "rename", "renamenx":
+		if len(args) != 3 {
+			return
+		}
+	default:
+		return
+	}
+	q := queuedEnd{at: at, name: name}
+	for _, k := range args[1:] {
+		if s.isLockKey(k) {
+			q.keys = append(q.keys, string(k))
+		}
+	}
+	if len(q.keys) > 0 {
+		st.multiEnds = append(st.multiEnds, q)
+	}
+}
+
+// endLocks ends on the quorum the locks that a committed transaction's
+// commands ended on the backend (noteQueued): a DEL's, UNLINK's or
+// GETDEL's keys, a RENAME's or RENAMENX's that renamed. reply is EXEC's.
+func (s *Server) endLocks(st *client, ends []queuedEnd, reply []byte) {
+	v, err := wire.ParseValue(reply)
+	results, ok := v.([]any)
+	if err != nil || !ok {
+		return // aborted (WATCH) or failed: nothing ran
+	}
+	for _, q := range ends {
+		if q.at >= len(results) {
+			continue
+		}
+		switch r := results[q.at]; q.name {
+		case "rename", "renamenx":
+			if r != "OK" && r != int64(1) {
+				continue
+			}
+		}
+		s.deleteLocks(st, q.keys)
+	}
+}
+
+// deleteLocks deletes keys on the quorum after a transaction that deleted
+// them on the backend committed. Failures leave a lock to its TTL: it keeps
+// its key from being acquired for that long, as the lock would have.
+func (s *Server) deleteLocks(st *client, keys []string) {
+	for _, k := range keys {
+		if _, err := s.broadcastCount(nil, []byte("del"), []byte(k)); err != nil {
+			s.log.Debug().Err(err).Str("key", k).Msg("a lock deleted in a transaction was not deleted on the quorum")
+		}
+		st.releasedLease(k, "")
+	}
+}
+
+// execConn passes EXEC's reply on and keeps a copy of it.
+type execConn struct {
+	redcon.Conn
+	reply []byte
+}
+
+func (e *execConn) WriteRaw(b []byte) {
+	e.reply = append(e.reply[:0], b...)
+	e.Conn.WriteRaw(b)
+}
+
+// mixedData reports whether a command of the proxy's table is a data
+// command on a lock key where the backend holds data beside the locks:
+// writes that take no lock (SET without NX, SETEX, PSETEX, GETEX) run on
+// the backend as they are. (Reads ask the backend first: Server.backendFirst.)
+func mixedData(e *command, args [][]byte) bool {
+	if e == nil || len(args) < 2 {
+		return false
+	}
+	switch e.name {
+	case "setex", "psetex", "getex":
+		return true
+	case "set":
+		return !hasNX(args)
+	}
+	return false
+}
+
+// mirrorState reports what the backend holds at a lock's key: 1 the
+// token (the lock's mirror), 0 nothing (renamed, expired there, or lost
+// when the backend restarted empty; or the backend failed), -1 something
+// else (data took the lock's place: a plain SET, APPEND, a RENAME onto it…).
+func (s *Server) mirrorState(key, token string) int {
+	v, err := s.backendCall("get", key)
+	var er wire.ErrorReply
+	switch {
+	case errors.As(err, &er): // another type
+		return -1
+	case err != nil || v == nil:
+		return 0
+	case v == token:
+		return 1
+	}
+	return -1
+}
+
+// backendFirst runs a read (args, the client's command) on the backend and
+// answers from there when present reports that the backend holds the key,
+// or when it fails; otherwise the quorum answers (a lock without a mirror:
+// a semaphore, LOCK.*, Redisson's, one whose mirror was lost), and it
+// reports false.
+func (s *Server) backendFirst(c redcon.Conn, args [][]byte, present func(any) bool) bool {
+	v, err := s.backendValue(args)
+	if err != nil || present(v) {
+		backendAnswer(c, v, err)
+		return true
+	}
+	return false
+}
+
+// cmdRename runs RENAME and RENAMENX on the backend. Where the backend
+// holds data beside the locks, a lock renamed away, or overwritten at the
+// destination, ends as on one Redis: once the backend renamed the key,
+// the quorum's locks of both keys are deleted (a lock does not move; a
+// failure leaves it to its TTL).
+func cmdRename(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if !s.mixed() || len(args) != 3 || !s.isLockKey(args[1]) && !s.isLockKey(args[2]) {
+		s.forward(c, st, args, false)
+		return
+	}
+	ec := &renameConn{Conn: c}
+	s.forward(ec, st, args, false)
+	if ec.renamed {
+		s.deleteLocks(st, []string{string(args[1]), string(args[2])})
+	}
+}
+
+// renameConn passes RENAME's reply on and notes whether it renamed.
+type renameConn struct {
+	redcon.Conn
+	renamed bool
+}
+
+func (r *renameConn) WriteRaw(b []byte) {
+	r.renamed = bytes.HasPrefix(b, []byte("+OK")) || bytes.HasPrefix(b, []byte(":1"))
+	r.Conn.WriteRaw(b)
+}
