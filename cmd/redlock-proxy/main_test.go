@@ -167,6 +167,7 @@ func TestRedisCLISession(t *testing.T) {
 		{[]string{"eval", unlock, "1", "mylock", "token1"}, "1"},
 		{[]string{"set", "mylock", "token2", "NX", "PX", "10000"}, "OK"},
 		{[]string{"incr", "visits"}, "1"},
+		{[]string{"get", "visits"}, "1"},
 		{[]string{"set", "x", "y", "nx", "px", "0"}, "ERR invalid expire time in 'set' command"},
 	}
 	for _, s := range steps {
