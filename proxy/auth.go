@@ -215,6 +215,16 @@ func sha256Hex(s string) string {
 // SORT's BY and GET options for a user without every key, as Redis
 // refuses them), or a lock operation of a user that may not take locks;
 // "" when the user may run it. The default user may run everything.
+// mayLock reports whether the client's user may take locks (and end
+// them): the default user, and a user without locks = false.
+func (s *Server) mayLock(st *client) bool {
+	if st == nil || st.user == "" {
+		return true
+	}
+	u := s.auth.Load().users[st.user]
+	return u != nil && u.locks
+}
+
 func (s *Server) userRefusal(st *client, e *command, args [][]byte) string {
 	if st == nil || st.user == "" {
 		return ""

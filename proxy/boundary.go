@@ -162,6 +162,9 @@ func (s *Server) takesLock(e *command, args [][]byte) bool {
 	if e == nil || len(args) < 2 {
 		return false
 	}
+	if s.mixed() && !s.mixedLockOp(e.name, args) {
+		return false // data, where the backend holds data beside the locks (mixed.go)
+	}
 	switch e.name {
 	case "get", "exists", "pttl", "ttl", "lock.info", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
 		return false // reads, or not run on the quorum

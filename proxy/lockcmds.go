@@ -309,6 +309,12 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				return
 			}
 			onBackend = v == int64(1)
+			if !s.mayLock(st) { // its data alone: a user who may not take locks ends none
+				if onBackend {
+					n++
+				}
+				continue
+			}
 		}
 		ok, err := s.broadcastCount(nil, args[0], key)
 		if ok || err != nil {
@@ -359,11 +365,15 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			// The backend's 0: a key it holds keeps its TTL, and so does
 			// the lock, if any; a key it does not hold may be a lock
 			// without a mirror, which the quorum answers for.
-			if held, err := s.backendCall("exists", string(args[1])); err != nil || held == int64(1) {
+			if held, err := s.backendCall("exists", string(args[1])); err != nil || held == int64(1) || !s.mayLock(st) {
 				backendAnswer(c, v, err)
 				return
 			}
 		}
+	}
+	if s.mixed() && !s.mayLock(st) {
+		c.WriteInt(1) // its data alone: a user who may not take locks changes none
+		return
 	}
 	answer := func(ok bool, err error) {
 		switch {
@@ -531,7 +541,7 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	if s.mixed() {
 		v, err := s.backendValue(args)
-		if v != nil { // and the lock, if a quorum holds one
+		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
 			_, _ = s.broadcastCount(nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
 		}

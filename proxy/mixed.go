@@ -174,15 +174,8 @@ func (s *Server) mixedLockOp(name string, args [][]byte) bool {
 		return hasNX(args)
 	case "setnx", "lock.acquire", "lock.release", "lock.extend", "lock.info":
 		return true
-	case "eval":
-		sp := s.scripts.Lookup(string(args[1]))
-		return sp != nil && sp.Op != lockscripts.OpNotALock
-	case "evalsha":
-		e, ok := s.scripts.Get(string(args[1]))
-		sp := e.Spec
-		if !ok {
-			sp = lockscripts.BySHA(string(args[1]))
-		}
+	case "eval", "evalsha":
+		sp := s.scriptSpec(name, args)
 		return sp != nil && sp.Op != lockscripts.OpNotALock
 	}
 	return false
@@ -250,6 +243,9 @@ func (s *Server) noteQueued(st *client, name string, args [][]byte) {
 // commands ended on the backend (noteQueued): a DEL's, UNLINK's or
 // GETDEL's keys, a RENAME's or RENAMENX's that renamed. reply is EXEC's.
 func (s *Server) endLocks(st *client, ends []queuedEnd, reply []byte) {
+	if !s.mayLock(st) {
+		return // a user who may not take locks ends none
+	}
 	v, err := wire.ParseValue(reply)
 	results, ok := v.([]any)
 	if err != nil || !ok {
@@ -353,7 +349,7 @@ func cmdRename(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	ec := &renameConn{Conn: c}
 	s.forward(ec, st, args, false)
-	if ec.renamed {
+	if ec.renamed && s.mayLock(st) {
 		s.deleteLocks(st, []string{string(args[1]), string(args[2])})
 	}
 }

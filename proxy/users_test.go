@@ -437,3 +437,33 @@ func TestUsersConfigValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Where the backend holds data beside the locks (every key a lock key, a
+// backend of its own: mixed.go), a user who may not take locks keeps its
+// data there as any user does — SET, INCR, GET, DEL — and still takes no
+// lock and ends none: its SET NX is refused, and its DEL of another's lock
+// key deletes the key in the application's keyspace only; the lock stays
+// held on the quorum, and no one else is granted it.
+func TestUserWithoutLocksKeepsData(t *testing.T) {
+	no := false
+	own := ownBackend(t)
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Proxy.Backend, c.Proxy.Password = own, "dpw"
+		c.Proxy.Users = []proxy.UserConfig{{Name: "app", Password: "p", Locks: &no}}
+	})
+	ctx := context.Background()
+	admin, app := e.userClient("default", "dpw"), e.userClient("app", "p")
+	mustEqual(t, "the default user's lock", admin.SetNX(ctx, "held", "owner", time.Minute).Val(), true)
+	mustEqual(t, "SET", app.Set(ctx, "n", "1", 0).Val(), "OK")
+	mustEqual(t, "INCR", app.Incr(ctx, "n").Val(), int64(2))
+	mustEqual(t, "GET", app.Get(ctx, "n").Val(), "2")
+	mustEqual(t, "DEL of data", app.Del(ctx, "n").Val(), int64(1))
+	if err := app.SetNX(ctx, "mine", "t", time.Minute).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Fatalf("SET NX of a user who may not take locks: %v", err)
+	}
+	mustEqual(t, "DEL of another's lock key: its mirror", app.Del(ctx, "held").Val(), int64(1))
+	mustEqual(t, "the lock on every master", count(e.onMasters("held"), "owner"), 3)
+	if ok, err := admin.SetNX(ctx, "held", "other", time.Minute).Result(); ok || err != nil {
+		t.Fatalf("a second holder: %v %v", ok, err)
+	}
+}
