@@ -16,19 +16,11 @@ import (
 //go:embed builtin.toml
 var builtinTOML string
 
-// builtinArgsTOML adds to builtin.toml's entries, by name, what their
-// scripts' texts say of their arguments, keys and replies beyond what
-// those entries say: a client's clock they read, a reply of their own, a
-// TTL they check.
-//
-//go:embed builtin_args.toml
-var builtinArgsTOML string
-
 // builtin maps the digest of a normalised library script (see Normalize)
 // to its operation; wireSHAs maps the true SHA1 of each exact text a
 // library sends to the same operation. Both are read from builtinTOML at
 // start and never change.
-var builtin, wireSHAs = mustParseBuiltin(builtinTOML, builtinArgsTOML)
+var builtin, wireSHAs = mustParseBuiltin(builtinTOML)
 
 // builtinEntry is an entry of builtin.toml: a Config keyed by digests and
 // wire SHA1s instead of a file.
@@ -39,8 +31,8 @@ type builtinEntry struct {
 	Config
 }
 
-func mustParseBuiltin(src, args string) (byDigest, bySHA map[string]*Spec) {
-	byDigest, bySHA, err := parseBuiltinWith(src, args)
+func mustParseBuiltin(src string) (byDigest, bySHA map[string]*Spec) {
+	byDigest, bySHA, err := parseBuiltin(src)
 	if err != nil {
 		panic("lockscripts: builtin.toml: " + err.Error())
 	}
@@ -51,22 +43,6 @@ func mustParseBuiltin(src, args string) (byDigest, bySHA map[string]*Spec) {
 // through Config.Spec, as an operator's [[scripts]] entry, under each of
 // its digests and wire SHA1s.
 func parseBuiltin(src string) (byDigest, bySHA map[string]*Spec, err error) {
-	return parseBuiltinWith(src, "")
-}
-
-// builtinArgs is an entry of builtin_args.toml: keys of the vocabulary
-// added to the builtin.toml entry of the same name.
-type builtinArgs struct {
-	Name      string `toml:"name"`
-	ClockArg  int    `toml:"clock_arg"`
-	Reclaimed any    `toml:"reclaimed"`
-	Mode      string `toml:"mode"`
-	NoTTL     any    `toml:"no_ttl"`
-}
-
-// parseBuiltinWith is parseBuiltin with the keys of args added to the
-// entries they name.
-func parseBuiltinWith(src, args string) (byDigest, bySHA map[string]*Spec, err error) {
 	var f struct {
 		Scripts []builtinEntry `toml:"scripts"`
 	}
@@ -76,35 +52,6 @@ func parseBuiltinWith(src, args string) (byDigest, bySHA map[string]*Spec, err e
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, nil, fmt.Errorf("unknown key %s", und[0])
-	}
-	var a struct {
-		Scripts []builtinArgs `toml:"scripts"`
-	}
-	md, err = toml.Decode(args, &a)
-	if err != nil {
-		return nil, nil, fmt.Errorf("builtin_args.toml: %w", err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, nil, fmt.Errorf("builtin_args.toml: unknown key %s", und[0])
-	}
-	for _, x := range a.Scripts {
-		i := slices.IndexFunc(f.Scripts, func(e builtinEntry) bool { return e.Name == x.Name })
-		if i < 0 {
-			return nil, nil, fmt.Errorf("builtin_args.toml: no entry %q", x.Name)
-		}
-		e := &f.Scripts[i]
-		if x.ClockArg != 0 {
-			e.ClockArg = x.ClockArg
-		}
-		if x.Reclaimed != nil {
-			e.Reclaimed = x.Reclaimed
-		}
-		if x.Mode != "" {
-			e.Mode = x.Mode
-		}
-		if x.NoTTL != nil {
-			e.NoTTL = x.NoTTL
-		}
 	}
 	byDigest, bySHA = map[string]*Spec{}, map[string]*Spec{}
 	for i, e := range f.Scripts {

@@ -386,7 +386,7 @@ var oldBuiltinTable = map[string]*oldSpec{
 	// Spring Integration ≥ 6.4 renew: true / false (nil).
 	"fb00299e89f5ced6edc3926e0f407d0579b0b935": {name: "Spring renew", kind: OpExtend, ttlArg: 1, ttlUnit: time.Millisecond, mode: engine.ExtendSet, ok: rOne, notOwned: rNil, absent: rNil},
 	// python-redis-lock extend: 0 done, 1 not the owner, 2 no TTL; seconds.
-	// The Go table renewed a key without a TTL, which the script answers 2 (builtin_args.toml).
+	// The Go table renewed a key without a TTL, which the script answers 2.
 	"2b7f23e28e42f568dd06c8b2ce170ed24766260e": {name: "python-redis-lock extend", kind: OpExtend, ttlArg: 1, ttlUnit: time.Second, mode: engine.ExtendSetIfTTL, ok: rZero, notOwned: rOne, absent: rOne, noTTL: ":2\r\n"},
 
 	// node-redlock 4.x and 5: multi-key acquire, extend and release, each
