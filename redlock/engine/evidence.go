@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Whether a master kept its data across a restart is judged from evidence
@@ -364,12 +366,22 @@ return 1`)
 // just created empty, never for masters that lost their data. Masters
 // already marked are left as they are.
 func (c *Client) InitMasters(ctx context.Context) error {
+	// A step of its own, once, not a lock operation: the connect timeout
+	// (at least a second) rather than the node timeout, which a busy
+	// machine can exceed while the masters are being set up.
+	rdbs := make([]*redis.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		o := *n.ro
+		o.ReadTimeout, o.WriteTimeout = c.opts.connectTimeout(), c.opts.connectTimeout()
+		rdbs[i] = redis.NewClient(&o)
+		defer rdbs[i].Close()
+	}
 	for _, step := range []string{"check", "mark"} {
-		for _, n := range c.nodes {
+		for i, n := range c.nodes {
 			keys := []string{DatasetKey, ClientsKey}
-			err := n.rdb.EvalSha(ctx, initScript.hash, keys, step, NewDeployment, newAttemptID()).Err()
+			err := rdbs[i].EvalSha(ctx, initScript.hash, keys, step, NewDeployment, newAttemptID()).Err()
 			if isNoScript(err) {
-				err = n.rdb.Eval(ctx, initScript.src, keys, step, NewDeployment, newAttemptID()).Err()
+				err = rdbs[i].Eval(ctx, initScript.src, keys, step, NewDeployment, newAttemptID()).Err()
 			}
 			if err != nil {
 				return &NodeError{Addr: n.addr, Err: err}
