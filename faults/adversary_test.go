@@ -1157,8 +1157,10 @@ func adversaryControls(base map[string]int) []schedule {
 			faults: slow, ops: base, adversary: adversarySpec{rate: 20, attacks: map[string]int{"write": 1}, relies: true}},
 		// The proxy's records written by a client: the data evidence of
 		// the backend, wiped, made to say that it kept its data, for the
-		// proxy that restarts meanwhile.
-		{name: "adversary_reserved_keys_off", guardsOff: []string{"reserved-keys"}, backend: "voting",
+		// proxy that restarts meanwhile. Locks under a prefix: with every
+		// key a lock key, the voting backend would refuse the writes of
+		// the records as those of lock keys (the boundary's other rule).
+		{name: "adversary_reserved_keys_off", guardsOff: []string{"reserved-keys"}, backend: "voting", lockKeys: "lock:*",
 			faults: map[string]int{"lose-backend": 1}, ops: base,
 			adversary: adversarySpec{rate: 30, attacks: map[string]int{"evidence": 3, "reserved": 1}}},
 		// The per-key, bounded restart guard, the reading of scripts as

@@ -112,7 +112,7 @@ func TestLongValueReadMemory(t *testing.T) {
 							return
 						default:
 						}
-						k, tok := fmt.Sprintf("lock:%d", i), strconv.Itoa(j)
+						k, tok := fmt.Sprintf("lock:%d:%d", i, j), strconv.Itoa(j) // a key each: a failed release does not hold up the next acquire
 						ok, err := c.SetNX(ctx, k, tok, 5*time.Second).Result()
 						ops.Add(1)
 						if err != nil || !ok {
@@ -246,7 +246,7 @@ func TestOversizedTokenMemory(t *testing.T) {
 							return
 						default:
 						}
-						k, tok := fmt.Sprintf("lock:%d", i), strconv.Itoa(j)
+						k, tok := fmt.Sprintf("lock:%d:%d", i, j), strconv.Itoa(j) // a key each: a failed release does not hold up the next acquire
 						ok, err := c.SetNX(ctx, k, tok, 5*time.Second).Result()
 						ops.Add(1)
 						if err != nil || !ok {
