@@ -29,19 +29,19 @@ import (
 //     granted only when the backend took the mirror *and* a quorum of
 //     masters took the lock, and the mirror is taken back otherwise.
 //     Releases and extends by the recognised scripts act on both.
-//   - Reads (GET, PTTL, TTL, EXISTS…) answer from the backend alone, at the
-//     cost of a plain command: the backend is the application's keyspace.
-//     A lock whose mirror was lost (the backend restarted empty) reads as
-//     absent there, but cannot be acquired again while a quorum holds it:
-//     an acquire needs both, so a "not held" read never leads to a second
-//     holder.
+//   - Reads (GET, PTTL, TTL, EXISTS) answer from the backend, and where it
+//     holds nothing from the quorum: a lock without a mirror (LOCK.*,
+//     multi-key scripts, Redisson's, a semaphore, one whose mirror was
+//     lost); when no quorum answers, the backend's "absent" stands, so a
+//     data read never fails because masters are down. A "not held" read
+//     never leads to a second holder: an acquire needs both.
 //   - Deletes and expiries (DEL, UNLINK, GETDEL, the EXPIRE family,
-//     PERSIST) of a key the backend holds act on both: the backend answers
-//     (for the data or the mirror), and the lock, if a quorum holds one,
-//     goes too or gets the same TTL. In a transaction the backend runs
-//     them; a committed DEL, UNLINK or GETDEL then deletes the lock too.
-//     Every other command, plain SET included, runs on the backend alone
-//     and can never change a master.
+//     PERSIST) are answered by the backend (for the data or the mirror),
+//     and the lock, if a quorum holds one, goes too or gets the same TTL;
+//     a RENAME the backend carried out ends the locks of both keys. In a
+//     transaction the backend runs them; once it commits, its DEL, UNLINK,
+//     GETDEL and RENAME end the locks too. Every other command, plain SET
+//     included, runs on the backend alone and can never change a master.
 //
 // Mixed mode never changes what reaches the masters: only the proxy's
 // quorum operations write them, as in every configuration.
