@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -72,6 +74,7 @@ func (b *backendConn) close() { _ = b.nc.Close() }
 // backend dials and pools connections to the passthrough backend.
 type backend struct {
 	proto    int // 3: connections say HELLO 3, for clients that speak RESP3
+	db       int // connections SELECT it when not 0 (databases.go)
 	addr     string
 	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
@@ -116,12 +119,24 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 			return nil, errors.Join(errors.New("proxy: backend refused HELLO 3"), err)
 		}
 	}
+	if p.db != 0 {
+		reply, err := b.do([][]byte{[]byte("SELECT"), []byte(strconv.Itoa(p.db))}, p.timeout)
+		if err != nil || len(reply) == 0 || reply[0] != '+' {
+			b.close()
+			return nil, errors.Join(fmt.Errorf("proxy: backend refused SELECT %d", p.db), err)
+		}
+	}
 	return b, nil
 }
 
 // resp3 is a pool of the same backend whose connections speak RESP3.
 func (p *backend) resp3() *backend {
-	return &backend{proto: 3, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
+	return &backend{proto: 3, db: p.db, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
+}
+
+// inDB is a pool of the same backend whose connections SELECT database n.
+func (p *backend) inDB(n int) *backend {
+	return &backend{proto: p.proto, db: n, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
 }
 
 // get takes an idle pooled connection or dials a new one. A pooled one the

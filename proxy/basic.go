@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -35,22 +36,59 @@ func cmdQuit(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	c.Close()
 }
 
-// cmdSelect accepts database 0 only: lock keys live in one keyspace on every
-// master, as in Redis Cluster, which also refuses SELECT.
+// cmdSelect selects a database (databases.go): the backend's for data,
+// the masters' for locks. A client with a backend connection of its own
+// (after WATCH, a blocking command, or subscribed in RESP3) has it SELECT
+// too.
 func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if len(args) != 2 {
 		wrongArgs(c, "select")
 		return
 	}
 	n, err := parseInt(args[1])
+	if err != nil {
+		c.WriteError("ERR value is not an integer or out of range")
+		return
+	}
+	if n < 0 || n > math.MaxInt32 {
+		c.WriteError("ERR DB index is out of range")
+		return
+	}
+	d, refused, err := s.database(int(n))
 	switch {
 	case err != nil:
-		c.WriteError("ERR value is not an integer or out of range")
-	case n != 0:
-		c.WriteError("ERR redlock-proxy serves database 0 only")
-	default:
-		c.WriteString("OK")
+		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
+		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
+		return
+	case refused != "":
+		c.WriteError(refused)
+		return
 	}
+	if st.sub != nil && st.sub.resp3 {
+		// Its own connection answers, in order with its other replies.
+		if ss, ok := c.(*session); ok {
+			ss.waitIdle()
+			if s.sendSub(ss, st, args) {
+				st.db = d
+			}
+			return
+		}
+	}
+	if st.pinned != nil {
+		reply, err := st.pinned.do(args, s.passthroughTimeout())
+		if err != nil {
+			st.pinned.close()
+			st.pinned, st.multi, st.dirty = nil, false, false
+			c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+			return
+		}
+		if len(reply) > 0 && reply[0] == '-' {
+			c.WriteRaw(reply)
+			return
+		}
+	}
+	st.db = d
+	c.WriteString("OK")
 }
 
 func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {

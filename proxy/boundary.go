@@ -334,7 +334,7 @@ func (s *Server) checkBackendIdentity() {
 	if s.bnd.voting {
 		return
 	}
-	v, err := s.backendValue([][]byte{[]byte("info"), []byte("server")})
+	v, err := s.backendValue(nil, [][]byte{[]byte("info"), []byte("server")})
 	if err != nil {
 		s.log.Warn().Err(err).Msg("could not read the backend's run_id; it is taken to be the Redis of its own that proxy.backend names")
 		return
@@ -378,7 +378,7 @@ func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	name := strings.ToLower(string(args[0]))
 	for try := 0; ; try++ {
-		v, err := s.backendValue(args)
+		v, err := s.backendValue(st, args)
 		var er wire.ErrorReply
 		switch {
 		case errors.As(err, &er):

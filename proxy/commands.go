@@ -321,6 +321,8 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 		return "ERR redlock-proxy: scripts cannot be queued in MULTI while the backend is a voting master; the transaction will be aborted"
 	case s.bnd.voting && s.bnd.reserved && (name == "scan" || name == "keys" || name == "randomkey"):
 		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI while the backend is a voting master (its reply would name the proxy's records); the transaction will be aborted"
+	case name == "select":
+		return "ERR redlock-proxy: SELECT cannot be queued in MULTI through the proxy (SELECT before MULTI); the transaction will be aborted"
 	case name == "subscribe" || name == "psubscribe" || name == "ssubscribe":
 		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI through the proxy; the transaction will be aborted"
 	case name == "client" && len(args) > 1 && strings.EqualFold(string(args[1]), "tracking"):
@@ -475,18 +477,21 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 
 // beFor is the backend pool of a client's protocol.
 func (s *Server) beFor(st *client) *backend {
+	d := s.dbOf(st)
 	if st.proto == 3 {
-		return s.be3
+		return d.be3
 	}
-	return s.be
+	return d.be
 }
 
 // muxFor is the shared passthrough connection of a client's protocol.
 func (s *Server) muxFor(c redcon.Conn) *muxPool {
-	if st, _ := c.Context().(*client); st != nil && st.proto == 3 {
-		return s.mux3
+	st, _ := c.Context().(*client)
+	d := s.dbOf(st)
+	if st != nil && st.proto == 3 {
+		return d.mux3
 	}
-	return s.mux
+	return d.mux
 }
 
 func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool, err error) {

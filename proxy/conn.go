@@ -16,6 +16,7 @@ type client struct {
 	leases  atomic.Pointer[leaseSet] // LOCK.ACQUIRE … LEASE; nil until the first
 	sub     *subscription            // while subscribed (pubsub.go)
 	proto   int                      // 3 after HELLO 3; RESP2 otherwise
+	db      *database                // the database SELECTed; nil: 0
 	// multiN counts the commands the open transaction queued; multiEnds
 	// are those of them that end the locks of their keys where the backend
 	// holds data beside the locks (mixed.go): once EXEC commits, with the

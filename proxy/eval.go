@@ -129,12 +129,12 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 	case !s.isLockKey(keys[0]):
 		s.forwardScript(c, st, src, args)
 	default:
-		w, err := s.rl.NoteTTL(string(keys[0]), time.Millisecond)
+		w, err := s.eng(st).NoteTTL(string(keys[0]), time.Millisecond)
 		if err != nil {
 			writeErr(c, err)
 			return
 		}
-		if _, ok := s.majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
+		if _, ok := s.majority(st, c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
 			c.WriteInt(1)
 		}
 	}
@@ -179,7 +179,7 @@ func strs(b [][]byte) []string {
 // lock's state is read on the quorum, then the extend is the usual
 // compare-and-extend on the quorum (the lock may be lost in between, which
 // the extend finds: -1).
-func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+func (s *Server) extendIfLeft(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	v, _ := arg(argv, spec.MinArg)
 	least, ok := lockscripts.ParseInt(v)
 	if !ok {
@@ -195,7 +195,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscri
 		c.WriteInt64(outcome)
 		c.WriteInt64(left)
 	}
-	k, err := s.rl.Read(ctx, key)
+	k, err := s.eng(st).Read(ctx, key)
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -215,7 +215,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscri
 		return
 	}
 	start := time.Now()
-	_, extended, err := s.rl.Extend(ctx, key, token, ttl, engine.ExtendSet)
+	_, extended, err := s.eng(st).Extend(ctx, key, token, ttl, engine.ExtendSet)
 	s.m.Extend(extended, err, time.Since(start))
 	switch {
 	case err != nil:
@@ -230,7 +230,7 @@ func (s *Server) extendIfLeft(ctx context.Context, c redcon.Conn, spec *lockscri
 // runReleasePublish runs a release that publishes on channel when it
 // removes the key: on the quorum, then one PUBLISH on the backend.
 func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.Spec, key, channel string, argv [][]byte) {
-	token, ok := scriptToken(c, spec, argv)
+	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
@@ -249,12 +249,12 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 // the key.
 func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, released func()) {
 	start := time.Now()
-	q := s.rl.Quorum()
+	q := s.eng(st).Quorum()
 	mirror := 0 // where the backend holds data beside the locks: 1 the mirror held the token, -1 something else
 	if s.mixed() {
-		mirror = s.mirrorRelease(key, token)
+		mirror = s.mirrorRelease(st, key, token)
 	}
-	r, err := s.rl.Release(ctx, key, token)
+	r, err := s.eng(st).Release(ctx, key, token)
 	s.m.Release(r.Released(q), err, time.Since(start))
 	if r.Deleted > 0 {
 		st.releasedLease(key, token)
@@ -300,7 +300,7 @@ func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, s
 // scriptToken reads a recognised script's token (none for an inspect) and
 // checks the database it selects, answering the error when either is
 // wrong: what every script operation checks before it runs.
-func scriptToken(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (string, bool) {
+func scriptToken(c redcon.Conn, db int, spec *lockscripts.Spec, argv [][]byte) (string, bool) {
 	token, ok := arg(argv, spec.TokenArg)
 	if !ok && spec.Op != lockscripts.OpInspect {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.TokenArg+1) + "]")
@@ -314,15 +314,15 @@ func scriptToken(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (string, 
 			return "", false
 		}
 	}
-	return token, databaseZero(c, spec, argv)
+	return token, selectsDatabase(c, db, spec, argv)
 }
 
-// databaseZero reports whether a script that SELECTs a database first
-// (spec.DBArg) selects database 0, the only one served, and refuses it
-// otherwise, as SELECT is refused. What is not an integer as Redis writes
-// one is refused too: the script reads it with tonumber, which takes
-// " 1", "0x1" and "1e0" for database 1.
-func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
+// selectsDatabase reports whether a script that SELECTs a database first
+// (spec.DBArg) selects db, the client's, and refuses it otherwise: the
+// proxy runs it on the quorum of the client's database (databases.go).
+// What is not an integer as Redis writes one is refused too: the script
+// reads it with tonumber, which takes " 1", "0x1" and "1e0" for database 1.
+func selectsDatabase(c redcon.Conn, db int, spec *lockscripts.Spec, argv [][]byte) bool {
 	if spec.DBArg == 0 {
 		return true
 	}
@@ -333,10 +333,10 @@ func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
 	}
 	switch n, ok := lockscripts.ParseInt(v); {
 	case !ok:
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a database number, 0, in ARGV[" + strconv.Itoa(spec.DBArg) + "]")
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a database number in ARGV[" + strconv.Itoa(spec.DBArg) + "]")
 		return false
-	case n != 0:
-		c.WriteError("ERR redlock-proxy serves database 0 only")
+	case n != int64(db):
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script selects database " + strconv.FormatInt(n, 10) + ", the connection is on database " + strconv.Itoa(db) + "; SELECT it first")
 		return false
 	}
 	return true
@@ -347,7 +347,7 @@ func databaseZero(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) bool {
 // with spec.MultiOutcome, its outcome as one key's script answers it; an
 // owner TTL answers the least of the keys' TTLs.
 func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, argv [][]byte) {
-	token, ok := scriptToken(c, spec, argv)
+	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
@@ -355,13 +355,13 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	defer cancel()
 	switch spec.Op {
 	case lockscripts.OpAcquire:
-		s.scriptAcquire(ctx, c, spec, keys, token, argv)
+		s.scriptAcquire(st, ctx, c, spec, keys, token, argv)
 	case lockscripts.OpExtend:
-		s.scriptExtendAll(ctx, c, spec, keys, token, argv)
+		s.scriptExtendAll(st, ctx, c, spec, keys, token, argv)
 	case lockscripts.OpRelease:
 		s.scriptReleaseAll(ctx, c, st, spec, keys, token)
 	case lockscripts.OpOwnerTTL:
-		s.ownerTTLAll(ctx, c, spec, keys, token)
+		s.ownerTTLAll(st, ctx, c, spec, keys, token)
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
 	}
@@ -389,7 +389,7 @@ func writeOutcome(c redcon.Conn, spec *lockscripts.Spec, keys int, ok bool, notO
 // takes them again: each master where every key holds its token (or a
 // value that starts with its prefix) sets them to token with the new TTL,
 // decided on the quorum as an extend is (engine.Reacquire).
-func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
@@ -405,9 +405,9 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 	if len(keys) == 1 && s.mixed() {
 		// The lock's mirror on the backend first (mixed.go): a key that
 		// holds data, or another holder's lock, is not acquired there.
-		v, err := s.backendCall("set", keys[0], token, "nx", "px", strconv.FormatInt(ttl.Milliseconds(), 10))
+		v, err := s.backendCall(st, "set", keys[0], token, "nx", "px", strconv.FormatInt(ttl.Milliseconds(), 10))
 		if err == nil && v == nil {
-			held, _ := s.backendCall("get", keys[0])
+			held, _ := s.backendCall(st, "get", keys[0])
 			if hv, ok := held.(string); !ok || !reclaims || !h.Holds(hv) {
 				s.m.Acquire(engine.ErrHeld, 0)
 				writeOutcome(c, spec, 1, false, spec.NotOwned)
@@ -419,15 +419,15 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
-		r, err = s.acquireRaw(keys[0], token, ttl)
+		r, err = s.acquireRaw(st, keys[0], token, ttl)
 	} else {
 		start := time.Now()
-		r, err = s.rl.AcquireAll(ctx, keys, token, ttl)
+		r, err = s.eng(st).AcquireAll(ctx, keys, token, ttl)
 		s.m.Acquire(err, time.Since(start))
 	}
 	unmirror := func() {
 		if mirrored {
-			s.mirrorRelease(keys[0], token)
+			s.mirrorRelease(st, keys[0], token)
 		}
 	}
 	switch {
@@ -440,10 +440,10 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 		// Each master decides as the script does; the quorum, as an
 		// extend.
 		start := time.Now()
-		_, renewed, err := s.rl.Reacquire(ctx, keys, token, ttl, h)
+		_, renewed, err := s.eng(st).Reacquire(ctx, keys, token, ttl, h)
 		s.m.Extend(renewed, err, time.Since(start))
 		if renewed && len(keys) == 1 && s.mixed() {
-			s.mirrorTake(keys[0], token, ttl.Milliseconds())
+			s.mirrorTake(st, keys[0], token, ttl.Milliseconds())
 		} else if !renewed {
 			unmirror()
 		}
@@ -463,18 +463,18 @@ func (s *Server) scriptAcquire(ctx context.Context, c redcon.Conn, spec *lockscr
 
 // scriptExtendAll renews keys on every master where all of them hold the
 // token, decided on the quorum (engine.ExtendAll).
-func (s *Server) scriptExtendAll(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+func (s *Server) scriptExtendAll(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
 	start := time.Now()
-	r, extended, err := s.rl.ExtendAll(ctx, keys, token, ttl)
+	r, extended, err := s.eng(st).ExtendAll(ctx, keys, token, ttl)
 	s.m.Extend(extended, err, time.Since(start))
 	switch {
 	case err != nil:
 		writeErr(c, err)
-	case !extended && r.Absent >= s.rl.Quorum():
+	case !extended && r.Absent >= s.eng(st).Quorum():
 		writeOutcome(c, spec, len(keys), false, spec.Absent)
 	default:
 		writeOutcome(c, spec, len(keys), extended, spec.NotOwned)
@@ -490,12 +490,12 @@ func (s *Server) scriptExtendAll(ctx context.Context, c redcon.Conn, spec *locks
 func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, token string) {
 	start := time.Now()
 	if !spec.MultiOutcome {
-		n, err := s.rl.ReleaseAll(ctx, keys, token)
+		n, err := s.eng(st).ReleaseAll(ctx, keys, token)
 		s.m.Release(n > 0, err, time.Since(start))
 		for _, k := range keys {
 			st.releasedLease(k, token)
 			if s.mixed() {
-				s.mirrorRelease(k, token)
+				s.mirrorRelease(st, k, token)
 			}
 		}
 		if err != nil {
@@ -505,8 +505,8 @@ func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client
 		c.WriteInt(n)
 		return
 	}
-	q := s.rl.Quorum()
-	r, err := s.rl.ReleaseEvery(ctx, keys, token)
+	q := s.eng(st).Quorum()
+	r, err := s.eng(st).ReleaseEvery(ctx, keys, token)
 	s.m.Release(r.Released(q), err, time.Since(start))
 	if r.Deleted > 0 {
 		for _, k := range keys {
@@ -533,12 +533,12 @@ func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client
 // do not hold the token are absent from a quorum, NotOwned when one holds
 // another value; NOQUORUM when a key's state cannot be known and none is
 // known not to hold the token.
-func (s *Server) ownerTTLAll(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string) {
+func (s *Server) ownerTTLAll(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string) {
 	least := int64(-1)
 	notHeld, absent := 0, 0
 	var rerr error
 	for _, key := range keys {
-		k, err := s.rl.Read(ctx, key)
+		k, err := s.eng(st).Read(ctx, key)
 		p := ms(k.PTTL)
 		switch {
 		case err != nil:
@@ -568,19 +568,19 @@ func (s *Server) ownerTTLAll(ctx context.Context, c redcon.Conn, spec *lockscrip
 }
 
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
-	token, ok := scriptToken(c, spec, argv)
+	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q := s.rl.Quorum()
+	q := s.eng(st).Quorum()
 	start := time.Now()
 	switch spec.Op {
 	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
-		s.runRWScript(ctx, c, spec, key, token, argv)
+		s.runRWScript(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
-		s.runPermitScript(ctx, c, spec, key, token, argv)
+		s.runPermitScript(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpRelease:
 		s.scriptRelease(ctx, c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:
@@ -595,21 +595,21 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		if s.mixed() {
 			// The application's keyspace decides whether the lock is still
 			// there, as on one Redis; the quorum, whether it is extended.
-			switch m := s.mirrorState(key, token); {
+			switch m := s.mirrorState(st, key, token); {
 			case m == -1:
-				_, _ = s.rl.Release(ctx, key, token) // data took its place: the lock ended
+				_, _ = s.eng(st).Release(ctx, key, token) // data took its place: the lock ended
 				writeSpec(c, spec.NotOwned)
 				return
 			case m == 0 && mode != engine.ExtendClaim:
-				_, _ = s.rl.Release(ctx, key, token) // renamed, expired or lost there: ended
+				_, _ = s.eng(st).Release(ctx, key, token) // renamed, expired or lost there: ended
 				writeSpec(c, spec.Absent)
 				return
 			}
 		}
-		r, extended, err := s.rl.Extend(ctx, key, token, ttl, mode)
+		r, extended, err := s.eng(st).Extend(ctx, key, token, ttl, mode)
 		s.m.Extend(extended, err, time.Since(start))
 		if extended && s.mixed() {
-			s.mirrorExtend(key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)
+			s.mirrorExtend(st, key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)
 		}
 		switch {
 		case err != nil:
@@ -624,11 +624,11 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			writeSpec(c, spec.NotOwned)
 		}
 	case lockscripts.OpAcquire:
-		s.scriptAcquire(ctx, c, spec, []string{key}, token, argv)
+		s.scriptAcquire(st, ctx, c, spec, []string{key}, token, argv)
 	case lockscripts.OpExtendIfLeft:
-		s.extendIfLeft(ctx, c, spec, key, token, argv)
+		s.extendIfLeft(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpInspect:
-		k, err := s.rl.Read(ctx, key)
+		k, err := s.eng(st).Read(ctx, key)
 		switch {
 		case err != nil:
 			writeErr(c, err)
@@ -640,7 +640,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			c.WriteInt64(ms(k.PTTL))
 		}
 	case lockscripts.OpOwnerTTL:
-		k, err := s.rl.Read(ctx, key)
+		k, err := s.eng(st).Read(ctx, key)
 		switch {
 		case err != nil:
 			writeErr(c, err)

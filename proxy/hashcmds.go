@@ -32,7 +32,7 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	h, err := s.rl.ReadHash(ctx, string(args[1]))
+	h, err := s.eng(st).ReadHash(ctx, string(args[1]))
 	switch {
 	case err != nil:
 		writeErr(c, err)
@@ -65,13 +65,13 @@ func isWrongType(err error) bool {
 
 // readAnyType is Server.read for EXISTS and PTTL, which answer for a key
 // of any type: a lock that is a hash is read as one.
-func (s *Server) readAnyType(key []byte) (engine.KeyState, string, error) {
-	k, err := s.read(key)
+func (s *Server) readAnyType(st *client, key []byte) (engine.KeyState, string, error) {
+	k, err := s.read(st, key)
 	if err == nil || !isWrongType(err) {
 		return k, "string", err
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	h, err := s.rl.ReadHash(ctx, string(key))
+	h, err := s.eng(st).ReadHash(ctx, string(key))
 	return engine.KeyState{Exists: h.Type != "none", PTTL: h.PTTL}, h.Type, err
 }

@@ -59,7 +59,7 @@ func appendLower(b, s []byte) []byte {
 
 // movableKeys asks the backend which keys a command names.
 func (s *Server) movableKeys(args [][]byte) ([][]byte, error) {
-	v, err := s.backendValue(append([][]byte{[]byte("command"), []byte("getkeys")}, args...))
+	v, err := s.backendValue(nil, append([][]byte{[]byte("command"), []byte("getkeys")}, args...))
 	if err != nil {
 		var er wire.ErrorReply
 		if errors.As(err, &er) {
@@ -81,15 +81,16 @@ func (s *Server) movableKeys(args [][]byte) ([][]byte, error) {
 // its reply as a value; an error reply is a wire.ErrorReply error. A
 // pooled connection the backend closed meanwhile is replaced once by a new
 // one.
-func (s *Server) backendValue(args [][]byte) (any, error) {
-	bc, err := s.be.get()
+func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
+	be := s.dbOf(st).be
+	bc, err := be.get()
 	if err != nil {
 		return nil, errBackendUnreachable
 	}
 	raw, err := bc.do(args, s.passthroughTimeout())
 	if err != nil {
 		bc.close()
-		if bc, err = s.be.dial(); err != nil {
+		if bc, err = be.dial(); err != nil {
 			return nil, errBackendUnreachable
 		}
 		if raw, err = bc.do(args, s.passthroughTimeout()); err != nil {
@@ -98,7 +99,7 @@ func (s *Server) backendValue(args [][]byte) (any, error) {
 		}
 	}
 	v, err := wire.ParseValue(raw)
-	s.be.put(bc)
+	be.put(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ func (t *keyTable) load(s *Server) (map[string]keySpec, error) {
 	if m := t.specs.Load(); m != nil {
 		return *m, nil
 	}
-	v, err := s.backendValue([][]byte{[]byte("command")})
+	v, err := s.backendValue(nil, [][]byte{[]byte("command")})
 	if err != nil {
 		return nil, fmt.Errorf("COMMAND: %w", err)
 	}

@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Connection-bound leases: LOCK.ACQUIRE key LEASE takes the lock with
@@ -50,6 +53,8 @@ type leaseSet struct {
 var leaseEpoch = time.Now()
 
 type lease struct {
+	rl         *engine.Client // its database's (databases.go)
+	db         int
 	key, token string
 	stop       chan struct{} // closed: release the lock and end
 	cancel     chan struct{} // closed: end without releasing (released already)
@@ -57,7 +62,9 @@ type lease struct {
 	due        time.Time // under leaseSet.mu: renewed by then, or lost
 }
 
-func leaseID(key, token string) string { return key + "\x00" + token }
+func leaseID(db int, key, token string) string {
+	return strconv.Itoa(db) + "\x00" + key + "\x00" + token
+}
 
 // leasesOf returns the client's lease set, making it on first use; lapse
 // closes the client's connection.
@@ -76,38 +83,38 @@ func (ls *leaseSet) add(l *lease) bool {
 	if ls.closed {
 		return false
 	}
-	if old := ls.m[leaseID(l.key, l.token)]; old != nil {
+	if old := ls.m[leaseID(l.db, l.key, l.token)]; old != nil {
 		old.once.Do(func() { close(old.cancel) }) // a reentrant LEASE: one renewer is enough
 	}
-	ls.m[leaseID(l.key, l.token)] = l
+	ls.m[leaseID(l.db, l.key, l.token)] = l
 	ls.refreshDue()
 	return true
 }
 
 // drop forgets a lease and ends its renewals without releasing the lock:
 // its client released it.
-func (ls *leaseSet) drop(key, token string) {
+func (ls *leaseSet) drop(db int, key, token string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if l := ls.m[leaseID(key, token)]; l != nil {
+	if l := ls.m[leaseID(db, key, token)]; l != nil {
 		l.once.Do(func() { close(l.cancel) })
-		delete(ls.m, leaseID(key, token))
+		delete(ls.m, leaseID(db, key, token))
 		ls.refreshDue()
 	}
 }
 
 // dropKey is drop for every token of key.
-func (ls *leaseSet) dropKey(key string) {
+func (ls *leaseSet) dropKey(db int, key string) {
 	ls.mu.Lock()
 	var tokens []string
 	for _, l := range ls.m {
-		if l.key == key {
+		if l.db == db && l.key == key {
 			tokens = append(tokens, l.token)
 		}
 	}
 	ls.mu.Unlock()
 	for _, t := range tokens {
-		ls.drop(key, t)
+		ls.drop(db, key, t)
 	}
 }
 
@@ -117,20 +124,24 @@ func (ls *leaseSet) dropKey(key string) {
 // renewal would find it gone and close the connection.
 func (st *client) releasedLease(key, token string) {
 	ls := st.leases.Load()
+	db := 0
+	if st.db != nil {
+		db = st.db.n
+	}
 	switch {
 	case ls == nil:
 	case token == "":
-		ls.dropKey(key)
+		ls.dropKey(db, key)
 	default:
-		ls.drop(key, token)
+		ls.drop(db, key, token)
 	}
 }
 
 func (ls *leaseSet) remove(l *lease) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.m[leaseID(l.key, l.token)] == l {
-		delete(ls.m, leaseID(l.key, l.token))
+	if ls.m[leaseID(l.db, l.key, l.token)] == l {
+		delete(ls.m, leaseID(l.db, l.key, l.token))
 		ls.refreshDue()
 	}
 }
@@ -185,10 +196,10 @@ func (ls *leaseSet) closeAll(release bool) {
 // acquireLease grants a lock bound to the client's connection.
 func (s *Server) acquireLease(c redcon.Conn, st *client, o acquireOpts) {
 	o.ttl = s.cfg.Proxy.LeaseTTL.Duration
-	g, err := s.acquireNative(c, o)
+	g, err := s.acquireNative(s.eng(st), c, o)
 	if g != nil {
 		now := time.Now()
-		l := &lease{key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
+		l := &lease{rl: s.eng(st), db: s.dbOf(st).n, key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
 			due: now.Add(g.Validity - o.ttl/3)}
 		ls := st.leasesOf(func() { _ = c.NetConn().Close() })
 		if !ls.add(l) {
@@ -229,7 +240,7 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 			ls.lapse() // closed by the proxy: its cancel comes next, and the lock expires
 			continue
 		}
-		v, ok, err := s.extendNative(l.key, l.token, ttl)
+		v, ok, err := s.extendNative(l.rl, l.key, l.token, ttl)
 		switch {
 		case ok:
 			expires = time.Now().Add(v)
@@ -266,7 +277,7 @@ func (s *Server) releaseLease(l *lease, expires time.Time) {
 	wait := 100 * time.Millisecond
 	for tries := 1; ; tries++ {
 		ctx, cancel := s.opContext()
-		r, err := s.rl.ReleaseFencedAll(ctx, l.key, l.token)
+		r, err := l.rl.ReleaseFencedAll(ctx, l.key, l.token)
 		cancel()
 		if r.Freed {
 			s.waits.wake(l.key)

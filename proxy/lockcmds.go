@@ -35,28 +35,28 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	if s.mixed() && !s.mirrorTaken(c, args, o.get, "") {
+	if s.mixed() && !s.mirrorTaken(st, c, args, o.get, "") {
 		return // the key holds data, or the backend failed
 	}
 	if !o.nx {
-		w, err := s.rl.NoteTTL(string(args[1]), o.ttl(time.Now()))
+		w, err := s.eng(st).NoteTTL(string(args[1]), o.ttl(time.Now()))
 		if err != nil {
 			writeErr(c, err)
 			return
 		}
 		// Set unless refused: XX on an absent key answers nil; a value too
 		// long to answer (SET … GET) changes nothing.
-		s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool {
+		s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool {
 			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.xx
 		}, o.get)
 		return
 	}
 	ttl := o.ttl(time.Now())
 	if o.expire != "" && ttl <= 0 {
-		s.setNXPast(c, args[1], o.get)
+		s.setNXPast(st, c, args[1], o.get)
 		return
 	}
-	s.acquire(c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
+	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
 		if ok {
 			c.WriteString("OK")
 		} else {
@@ -72,8 +72,8 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // have no validity, so nothing is stored on any master; whether the key is
 // absent is read from the quorum, as GET reads it, and NOQUORUM answers
 // where that cannot be known.
-func (s *Server) setNXPast(c redcon.Conn, key []byte, get bool) {
-	k, typ, err := s.readAnyType(key)
+func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
+	k, typ, err := s.readAnyType(st, key)
 	switch {
 	case err != nil:
 		s.m.Acquire(err, 0)
@@ -110,10 +110,10 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	if s.mixed() && !s.mirrorTaken(c, [][]byte{[]byte("set"), args[1], args[2], []byte("nx")}, false, "0") {
+	if s.mixed() && !s.mirrorTaken(st, c, [][]byte{[]byte("set"), args[1], args[2], []byte("nx")}, false, "0") {
 		return
 	}
-	s.acquire(c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
+	s.acquire(st, c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
 		if ok {
 			c.WriteInt(1)
 		} else {
@@ -124,10 +124,10 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 
 // acquire runs a quorum acquire and answers through reply, or with the
 // previous value for SET … NX GET.
-func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
-	r, err := s.acquireRaw(key, value, ttl)
+func (s *Server) acquire(st *client, c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
+	r, err := s.acquireRaw(st, key, value, ttl)
 	if err != nil && s.mixed() {
-		s.mirrorRelease(key, value) // taken first (mirrorTaken)
+		s.mirrorRelease(st, key, value) // taken first (mirrorTaken)
 	}
 	switch {
 	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
@@ -148,11 +148,11 @@ func (s *Server) acquire(c redcon.Conn, key, value string, ttl time.Duration, ge
 }
 
 // acquireRaw runs a quorum acquire and counts its outcome.
-func (s *Server) acquireRaw(key, value string, ttl time.Duration) (engine.AcquireResult, error) {
+func (s *Server) acquireRaw(st *client, key, value string, ttl time.Duration) (engine.AcquireResult, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
-	r, err := s.rl.AcquireGet(ctx, key, value, ttl)
+	r, err := s.eng(st).AcquireGet(ctx, key, value, ttl)
 	s.m.Acquire(err, time.Since(start))
 	if errors.Is(err, engine.ErrNoQuorum) {
 		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
@@ -169,13 +169,13 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	if s.mixed() && s.backendFirst(c, args, func(v any) bool { return v != nil }) {
+	if s.mixed() && s.backendFirst(st, c, args, func(v any) bool { return v != nil }) {
 		return
 	}
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	k, typ, err := s.readAnyType(args[1])
+	k, typ, err := s.readAnyType(st, args[1])
 	switch {
 	case err != nil && s.mixed():
 		c.WriteNull() // the data's answer stands: masters down do not fail a read
@@ -190,10 +190,10 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-func (s *Server) read(key []byte) (engine.KeyState, error) {
+func (s *Server) read(st *client, key []byte) (engine.KeyState, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	return s.rl.Read(ctx, string(key))
+	return s.eng(st).Read(ctx, string(key))
 }
 
 func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -206,13 +206,13 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
-	if s.mixed() && s.backendFirst(c, args, func(v any) bool { n, _ := v.(int64); return n != -2 }) {
+	if s.mixed() && s.backendFirst(st, c, args, func(v any) bool { n, _ := v.(int64); return n != -2 }) {
 		return
 	}
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	k, _, err := s.readAnyType(args[1])
+	k, _, err := s.readAnyType(st, args[1])
 	switch {
 	case err != nil && s.mixed():
 		c.WriteInt(-2) // the data's answer stands: masters down do not fail a read
@@ -244,7 +244,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			continue
 		}
 		if s.mixed() {
-			v, err := s.backendCall("exists", string(key))
+			v, err := s.backendCall(st, "exists", string(key))
 			if err != nil {
 				backendAnswer(c, nil, err)
 				return
@@ -254,7 +254,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				continue
 			}
 		}
-		k, _, err := s.readAnyType(key)
+		k, _, err := s.readAnyType(st, key)
 		if err != nil && s.mixed() {
 			continue // the data's answer stands: masters down do not fail a read
 		}
@@ -303,7 +303,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		onBackend := false
 		if s.mixed() {
-			v, err := s.backendCall(string(args[0]), string(key))
+			v, err := s.backendCall(st, string(args[0]), string(key))
 			if err != nil {
 				backendAnswer(c, nil, err)
 				return
@@ -316,7 +316,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				continue
 			}
 		}
-		ok, err := s.broadcastCount(nil, args[0], key)
+		ok, err := s.broadcastCount(st, nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
@@ -355,7 +355,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.mixed() {
 		// The backend's key (data, or a lock's mirror) first; then the
 		// lock, if a quorum holds one.
-		v, err := s.backendValue(args)
+		v, err := s.backendValue(st, args)
 		if err != nil {
 			backendAnswer(c, nil, err)
 			return
@@ -365,7 +365,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			// The backend's 0: a key it holds keeps its TTL, and so does
 			// the lock, if any; a key it does not hold may be a lock
 			// without a mirror, which the quorum answers for.
-			if held, err := s.backendCall("exists", string(args[1])); err != nil || held == int64(1) || !s.mayLock(st) {
+			if held, err := s.backendCall(st, "exists", string(args[1])); err != nil || held == int64(1) || !s.mayLock(st) {
 				backendAnswer(c, v, err)
 				return
 			}
@@ -397,7 +397,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteError("ERR value is not an integer or out of range")
 			return
 		}
-		if w, err = s.rl.NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
+		if w, err = s.eng(st).NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
 			if s.mixed() {
 				answer(false, nil) // longer than any lock may live: the backend's key alone
 				return
@@ -406,7 +406,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			return
 		}
 	}
-	answer(s.broadcastCount(w, args...))
+	answer(s.broadcastCount(st, w, args...))
 }
 
 func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -430,12 +430,12 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
 		return
 	}
-	w, err := s.rl.NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
+	w, err := s.eng(st).NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	if err != nil {
 		writeErr(c, err)
 		return
 	}
-	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
+	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
 }
 
 // expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
@@ -483,7 +483,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	var w *engine.TTLWrite
 	if msg == "" {
 		var err error
-		if w, err = s.rl.NoteTTL(string(args[1]), ttl); err != nil {
+		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
 			writeErr(c, err)
 			return
 		}
@@ -492,7 +492,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	// string; absent, GETEX answers nil: the masters answer it, and
 	// refuse to write anything. A nil reply: nothing was set; a value too
 	// long to answer changes nothing.
-	s.broadcastMajority(c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
+	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
 }
 
 const errSyntax = "ERR syntax error"
@@ -540,9 +540,9 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	if s.mixed() {
-		v, err := s.backendValue(args)
+		v, err := s.backendValue(st, args)
 		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
-			_, _ = s.broadcastCount(nil, []byte("del"), args[1])
+			_, _ = s.broadcastCount(st, nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
 		}
 		backendAnswer(c, v, err)
@@ -551,7 +551,7 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	s.broadcastMajority(c, toAny(args), nil, nil, true)
+	s.broadcastMajority(st, c, toAny(args), nil, nil, true)
 }
 
 func toAny(args [][]byte) []any {
@@ -589,8 +589,8 @@ func answerKey(r engine.Result) (string, bool) {
 // master where the value is longer than proxy.max_lock_value changes
 // nothing (engine.BroadcastValue), and a quorum of them answers the error
 // that says so.
-func (s *Server) broadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) {
-	if r, ok := s.majority(c, args, w, applied, valued); ok {
+func (s *Server) broadcastMajority(st *client, c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) {
+	if r, ok := s.majority(st, c, args, w, applied, valued); ok {
 		s.writeResult(c, r)
 	}
 }
@@ -598,17 +598,17 @@ func (s *Server) broadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite
 // majority is broadcastMajority's write and count: it returns the answer a
 // quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
 // no answer holds a quorum) and reports false.
-func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) (engine.Result, bool) {
+func (s *Server) majority(st *client, c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) (engine.Result, bool) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q := s.rl.Quorum()
+	q := s.eng(st).Quorum()
 	key := fmt.Sprint(args[1])
-	s.rl.WaitWrites(ctx, key)
+	s.eng(st).WaitWrites(ctx, key)
 	var got []engine.Result
 	if valued {
-		got = s.rl.BroadcastValue(ctx, key, nil, args...)
+		got = s.eng(st).BroadcastValue(ctx, key, nil, args...)
 	} else {
-		got = s.rl.Broadcast(ctx, key, nil, args...)
+		got = s.eng(st).Broadcast(ctx, key, nil, args...)
 	}
 	w.Done(got, applied)
 	counts := map[string]int{}
@@ -624,7 +624,7 @@ func (s *Server) majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied
 		}
 	}
 	if answered < q {
-		writeErr(c, s.rl.NoQuorum(answered, key))
+		writeErr(c, s.eng(st).NoQuorum(answered, key))
 		return engine.Result{}, false
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
@@ -663,15 +663,15 @@ func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 // the error is a master's own error reply, or NOQUORUM. A write of a TTL
 // on a lock key passes w (engine.NoteTTL): it took effect where a master
 // answered 1.
-func (s *Server) broadcastCount(w *engine.TTLWrite, args ...[]byte) (bool, error) {
+func (s *Server) broadcastCount(st *client, w *engine.TTLWrite, args ...[]byte) (bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q, n := s.rl.Quorum(), s.rl.Masters()
+	q, n := s.eng(st).Quorum(), s.eng(st).Masters()
 	key := string(args[1])
-	s.rl.WaitWrites(ctx, key)
+	s.eng(st).WaitWrites(ctx, key)
 	ones, zeros := 0, 0
 	var errReply error
-	got := s.rl.Broadcast(ctx, key, func(got []engine.Result) bool {
+	got := s.eng(st).Broadcast(ctx, key, func(got []engine.Result) bool {
 		r := got[len(got)-1]
 		var re redis.Error
 		switch {
@@ -695,7 +695,7 @@ func (s *Server) broadcastCount(w *engine.TTLWrite, args ...[]byte) (bool, error
 	case n-zeros < q: // even with every other master answering 1
 		return false, nil
 	}
-	return false, s.rl.NoQuorum(ones+zeros, key)
+	return false, s.eng(st).NoQuorum(ones+zeros, key)
 }
 
 // countConn captures an integer reply of a forwarded command.

@@ -74,12 +74,12 @@ return 0`
 // backendCall runs one command of the proxy's own on the backend and reads
 // its reply as a value (wire.ParseValue): a reply error is a
 // wire.ErrorReply error.
-func (s *Server) backendCall(args ...string) (any, error) {
+func (s *Server) backendCall(st *client, args ...string) (any, error) {
 	b := make([][]byte, len(args))
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	return s.backendValue(b)
+	return s.backendValue(st, b)
 }
 
 // mirrorRelease takes a lock's mirror back where it still holds token, and
@@ -87,8 +87,8 @@ func (s *Server) backendCall(args ...string) (any, error) {
 // failed), -1 something else. Failures are logged: the mirror then lives
 // until its TTL, and only keeps the key from being acquired for that long,
 // as the lock would have.
-func (s *Server) mirrorRelease(key, token string) int {
-	v, err := s.backendCall("eval", mirrorReleaseScript, "1", key, token)
+func (s *Server) mirrorRelease(st *client, key, token string) int {
+	v, err := s.backendCall(st, "eval", mirrorReleaseScript, "1", key, token)
 	var er wire.ErrorReply
 	switch {
 	case errors.As(err, &er): // another type
@@ -102,12 +102,12 @@ func (s *Server) mirrorRelease(key, token string) int {
 }
 
 // mirrorExtend renews a lock's mirror after the quorum extended the lock.
-func (s *Server) mirrorExtend(key, token string, ttlMS int64, add bool) {
+func (s *Server) mirrorExtend(st *client, key, token string, ttlMS int64, add bool) {
 	mode := "set"
 	if add {
 		mode = "add"
 	}
-	if _, err := s.backendCall("eval", mirrorExtendScript, "1", key, token, strconv.FormatInt(ttlMS, 10), mode); err != nil {
+	if _, err := s.backendCall(st, "eval", mirrorExtendScript, "1", key, token, strconv.FormatInt(ttlMS, 10), mode); err != nil {
 		s.log.Debug().Err(err).Str("key", key).Msg("a lock's mirror on the backend was not renewed")
 	}
 }
@@ -141,8 +141,8 @@ func backendAnswer(c redcon.Conn, v any, err error) {
 // data, or another lock's mirror — the client is answered as Redis
 // answers a SET NX over an existing key: nil, the value for SET … NX
 // GET, or refused (refused, when not empty: SETNX's 0).
-func (s *Server) mirrorTaken(c redcon.Conn, set [][]byte, get bool, refused string) bool {
-	v, err := s.backendValue(set)
+func (s *Server) mirrorTaken(st *client, c redcon.Conn, set [][]byte, get bool, refused string) bool {
+	v, err := s.backendValue(st, set)
 	switch {
 	case err != nil:
 		backendAnswer(c, nil, err)
@@ -189,10 +189,10 @@ if not v or v == ARGV[3] or v == ARGV[1] then return redis.call('set', KEYS[1], 
 return 0`
 
 // mirrorTake writes the mirror of a lock the holder took again.
-func (s *Server) mirrorTake(key, token string, ttlMS int64) {
-	held, _ := s.backendCall("get", key)
+func (s *Server) mirrorTake(st *client, key, token string, ttlMS int64) {
+	held, _ := s.backendCall(st, "get", key)
 	prev, _ := held.(string)
-	if _, err := s.backendCall("eval", mirrorTakeScript, "1", key, token, strconv.FormatInt(ttlMS, 10), prev); err != nil {
+	if _, err := s.backendCall(st, "eval", mirrorTakeScript, "1", key, token, strconv.FormatInt(ttlMS, 10), prev); err != nil {
 		s.log.Debug().Err(err).Str("key", key).Msg("a lock's mirror on the backend was not written")
 	}
 }
@@ -270,7 +270,7 @@ func (s *Server) endLocks(st *client, ends []queuedEnd, reply []byte) {
 // its key from being acquired for that long, as the lock would have.
 func (s *Server) deleteLocks(st *client, keys []string) {
 	for _, k := range keys {
-		if _, err := s.broadcastCount(nil, []byte("del"), []byte(k)); err != nil {
+		if _, err := s.broadcastCount(st, nil, []byte("del"), []byte(k)); err != nil {
 			s.log.Debug().Err(err).Str("key", k).Msg("a lock deleted in a transaction was not deleted on the quorum")
 		}
 		st.releasedLease(k, "")
@@ -309,8 +309,8 @@ func mixedData(e *command, args [][]byte) bool {
 // token (the lock's mirror), 0 nothing (renamed, expired there, or lost
 // when the backend restarted empty; or the backend failed), -1 something
 // else (data took the lock's place: a plain SET, APPEND, a RENAME onto it…).
-func (s *Server) mirrorState(key, token string) int {
-	v, err := s.backendCall("get", key)
+func (s *Server) mirrorState(st *client, key, token string) int {
+	v, err := s.backendCall(st, "get", key)
 	var er wire.ErrorReply
 	switch {
 	case errors.As(err, &er): // another type
@@ -328,8 +328,8 @@ func (s *Server) mirrorState(key, token string) int {
 // or when it fails; otherwise the quorum answers (a lock without a mirror:
 // a semaphore, LOCK.*, Redisson's, one whose mirror was lost), and it
 // reports false.
-func (s *Server) backendFirst(c redcon.Conn, args [][]byte, present func(any) bool) bool {
-	v, err := s.backendValue(args)
+func (s *Server) backendFirst(st *client, c redcon.Conn, args [][]byte, present func(any) bool) bool {
+	v, err := s.backendValue(st, args)
 	if err != nil || present(v) {
 		backendAnswer(c, v, err)
 		return true

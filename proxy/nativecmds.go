@@ -127,12 +127,12 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.acquireLease(c, st, o)
 		return
 	}
-	g, err := s.acquireNative(c, o)
+	g, err := s.acquireNative(s.eng(st), c, o)
 	if errors.Is(err, errWaiterGone) {
 		return
 	}
 	if g != nil && o.wait > 0 && clientGone(c) {
-		s.undoGrant(o.key, g) // granted after the client left: nobody will use or release it
+		s.undoGrant(s.eng(st), o.key, g) // granted after the client left: nobody will use or release it
 		return
 	}
 	writeGrant(c, g, err)
@@ -141,10 +141,10 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 // undoGrant gives back the hold a grant added: one hold, so that a
 // reentrant grant leaves the holds that other grants of the token added
 // (its holder may be another connection).
-func (s *Server) undoGrant(key string, g *engine.FenceGrant) {
+func (s *Server) undoGrant(rl *engine.Client, key string, g *engine.FenceGrant) {
 	ctx, cancel := s.opContext()
 	defer cancel()
-	if r, err := s.rl.ReleaseFenced(ctx, key, g.Token); err == nil && r.Freed {
+	if r, err := rl.ReleaseFenced(ctx, key, g.Token); err == nil && r.Freed {
 		s.waits.wake(key)
 	}
 }
@@ -174,15 +174,15 @@ func writeGrant(c redcon.Conn, g *engine.FenceGrant, err error) {
 // WAIT whose token already holds the key is granted at once, ahead of the
 // waiters: they wait for that token's holds to end anyway, and a nested
 // lock would otherwise wait for itself.
-func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*engine.FenceGrant, error) {
+func (s *Server) acquireNative(rl *engine.Client, c redcon.Conn, o acquireOpts) (*engine.FenceGrant, error) {
 	if o.wait <= 0 {
-		g, _, err := s.fencedOnce(o)
+		g, _, err := s.fencedOnce(rl, o)
 		return g, err
 	}
 	if o.reentrant {
 		ctx, cancel := s.opContext()
 		start := time.Now()
-		r, err := s.rl.ReenterFenced(ctx, o.key, o.token, o.ttl)
+		r, err := rl.ReenterFenced(ctx, o.key, o.token, o.ttl)
 		cancel()
 		if r.Grant != nil {
 			s.m.Acquire(err, time.Since(start))
@@ -191,16 +191,16 @@ func (s *Server) acquireNative(c redcon.Conn, o acquireOpts) (*engine.FenceGrant
 	}
 	gone := func() bool { return clientGone(c) }
 	return s.waits.acquire(o.key, o.wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*engine.FenceGrant, time.Duration, error) {
-		return s.fencedOnce(o)
+		return s.fencedOnce(rl, o)
 	})
 }
 
 // fencedOnce is one fenced acquire, counted in the acquire metrics.
-func (s *Server) fencedOnce(o acquireOpts) (*engine.FenceGrant, time.Duration, error) {
+func (s *Server) fencedOnce(rl *engine.Client, o acquireOpts) (*engine.FenceGrant, time.Duration, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
-	r, err := s.rl.AcquireFenced(ctx, o.key, o.token, o.ttl, o.reentrant)
+	r, err := rl.AcquireFenced(ctx, o.key, o.token, o.ttl, o.reentrant)
 	s.m.Acquire(err, time.Since(start))
 	return r.Grant, r.RetryIn, err
 }
@@ -216,9 +216,9 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
-	ok, freed, err := s.releaseNative(string(args[1]), string(args[2]))
+	ok, freed, err := s.releaseNative(s.eng(st), string(args[1]), string(args[2]))
 	if ls := st.leases.Load(); ls != nil && freed {
-		ls.drop(string(args[1]), string(args[2]))
+		ls.drop(s.dbOf(st).n, string(args[1]), string(args[2]))
 	}
 	switch {
 	case err != nil:
@@ -230,11 +230,11 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-func (s *Server) releaseNative(key, token string) (released, freed bool, err error) {
+func (s *Server) releaseNative(rl *engine.Client, key, token string) (released, freed bool, err error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
-	r, err := s.rl.ReleaseFenced(ctx, key, token)
+	r, err := rl.ReleaseFenced(ctx, key, token)
 	s.m.Release(r.Released, err, time.Since(start))
 	if r.Freed {
 		s.waits.wake(key)
@@ -261,7 +261,7 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return
 	}
-	v, ok, err := s.extendNative(string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond)
+	v, ok, err := s.extendNative(s.eng(st), string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond)
 	switch {
 	case err != nil:
 		nativeErr(c, err)
@@ -272,11 +272,11 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-func (s *Server) extendNative(key, token string, ttl time.Duration) (time.Duration, bool, error) {
+func (s *Server) extendNative(rl *engine.Client, key, token string, ttl time.Duration) (time.Duration, bool, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
-	v, ok, err := s.rl.ExtendFenced(ctx, key, token, ttl)
+	v, ok, err := rl.ExtendFenced(ctx, key, token, ttl)
 	s.m.Extend(ok, err, time.Since(start))
 	return v, ok, err
 }
@@ -296,7 +296,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	info, err := s.rl.InfoFenced(ctx, string(args[1]))
+	info, err := s.eng(st).InfoFenced(ctx, string(args[1]))
 	if err != nil {
 		nativeErr(c, err)
 		return

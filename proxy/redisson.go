@@ -34,7 +34,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 				return
 			}
 		}
-		s.hashExtendBatch(c, spec, keys, argv)
+		s.hashExtendBatch(st, c, spec, keys, argv)
 		return
 	case len(keys) != need:
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes " + strconv.Itoa(need) + " keys")
@@ -42,9 +42,9 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 	}
 	holder, ok := "", false
 	if spec.Op == lockscripts.OpHashForceUnlock {
-		ok = databaseZero(c, spec, argv)
+		ok = selectsDatabase(c, s.dbOf(st).n, spec, argv)
 	} else {
-		holder, ok = scriptToken(c, spec, argv)
+		holder, ok = scriptToken(c, s.dbOf(st).n, spec, argv)
 	}
 	if !ok {
 		return
@@ -58,7 +58,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		r, err := s.rl.AcquireHash(ctx, key, holder, ttl)
+		r, err := s.eng(st).AcquireHash(ctx, key, holder, ttl)
 		s.m.Acquire(err, time.Since(start))
 		switch {
 		case err == nil:
@@ -75,7 +75,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		_, extended, err := s.rl.ExtendHash(ctx, key, holder, ttl)
+		_, extended, err := s.eng(st).ExtendHash(ctx, key, holder, ttl)
 		s.m.Extend(extended, err, time.Since(start))
 		switch {
 		case err != nil:
@@ -92,7 +92,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		deleted, err := s.broadcastCount(nil, []byte("DEL"), []byte(key))
+		deleted, err := s.broadcastCount(st, nil, []byte("DEL"), []byte(key))
 		s.m.Release(deleted, err, time.Since(start))
 		switch {
 		case err != nil:
@@ -157,7 +157,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	r, err := s.rl.ReleaseHash(ctx, keys[0], holder, ttl, latch)
+	r, err := s.eng(st).ReleaseHash(ctx, keys[0], holder, ttl, latch)
 	s.m.Release(r.Held, err, time.Since(start))
 	var out int64
 	switch {
@@ -179,8 +179,8 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	if latch != "" {
 		// Every master, as the script would set it; answered once a
 		// quorum has it.
-		q, n := s.rl.Quorum(), 0
-		s.rl.Broadcast(ctx, latch, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
+		q, n := s.eng(st).Quorum(), 0
+		s.eng(st).Broadcast(ctx, latch, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
 	}
 	if out == 1 {
 		msg, _ := arg(argv, 0)
@@ -194,7 +194,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 // in order, as the script does, each key decided on the quorum, and the
 // answer is 1 or 0 per key. A key whose renewal is not decided makes the
 // whole answer NOQUORUM, which Redisson tries again.
-func (s *Server) hashExtendBatch(c redcon.Conn, spec *lockscripts.Spec, keys []string, argv [][]byte) {
+func (s *Server) hashExtendBatch(st *client, c redcon.Conn, spec *lockscripts.Spec, keys []string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
@@ -206,7 +206,7 @@ func (s *Server) hashExtendBatch(c redcon.Conn, spec *lockscripts.Spec, keys []s
 	ctx, cancel := s.opContext()
 	defer cancel()
 	start := time.Now()
-	out, err := s.rl.ExtendHashBatch(ctx, keys, strs(argv[1:len(keys)+1]), ttl)
+	out, err := s.eng(st).ExtendHashBatch(ctx, keys, strs(argv[1:len(keys)+1]), ttl)
 	for _, ok := range out {
 		s.m.Extend(ok, err, time.Since(start))
 	}

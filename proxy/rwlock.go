@@ -15,7 +15,7 @@ import (
 // format) as a quorum operation and answers as the library's script would
 // on a single Redis holding the quorum's state: spec.OK when it took
 // effect on a quorum, else spec.NotOwned.
-func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+func (s *Server) runRWScript(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	start := time.Now()
 	var ok bool
 	var err error
@@ -25,7 +25,7 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscrip
 		if !valid {
 			return
 		}
-		_, err = s.rl.AcquireRW(ctx, key, token, ttl, spec.Shared)
+		_, err = s.eng(st).AcquireRW(ctx, key, token, ttl, spec.Shared)
 		s.m.Acquire(err, time.Since(start))
 		ok = err == nil
 		if errors.Is(err, engine.ErrNotAcquired) {
@@ -36,15 +36,15 @@ func (s *Server) runRWScript(ctx context.Context, c redcon.Conn, spec *lockscrip
 		if !valid {
 			return
 		}
-		_, ok, err = s.rl.ExtendRW(ctx, key, token, ttl)
+		_, ok, err = s.eng(st).ExtendRW(ctx, key, token, ttl)
 		s.m.Extend(ok, err, time.Since(start))
 	case lockscripts.OpRWRelease:
 		var r engine.ReleaseResult
-		r, err = s.rl.ReleaseRW(ctx, key, token)
-		ok = r.Released(s.rl.Quorum())
+		r, err = s.eng(st).ReleaseRW(ctx, key, token)
+		ok = r.Released(s.eng(st).Quorum())
 		s.m.Release(ok, err, time.Since(start))
 	case lockscripts.OpRWHeld:
-		ok, err = s.rl.HeldRW(ctx, key, token)
+		ok, err = s.eng(st).HeldRW(ctx, key, token)
 	}
 	answerSpec(c, spec, ok, err)
 }

@@ -497,8 +497,8 @@ func TestCustomMultiKeyScripts(t *testing.T) {
 }
 
 // A release that publishes is checked like every script operation: one
-// that SELECTs a database other than 0 is refused, and nothing is released
-// or published.
+// that SELECTs a database other than the connection's is refused, and
+// nothing is released or published.
 func TestReleasePublishOtherDatabaseRefused(t *testing.T) {
 	const release = `redis.pcall('select', ARGV[2]) if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) redis.call('publish', KEYS[2], 'x') end`
 	e := newEnv(t, 3, func(c *proxy.Config) {
@@ -507,7 +507,7 @@ func TestReleasePublishOtherDatabaseRefused(t *testing.T) {
 	key := e.key("k")
 	must(e.do("SET", key, "tok", "NX", "PX", 10000))
 	_, err := e.do("EVAL", release, 2, key, "ch", "tok", "1")
-	if err == nil || err.Error() != "ERR redlock-proxy serves database 0 only" {
+	if err == nil || err.Error() != "ERR redlock-proxy: the 'release.lua' script selects database 1, the connection is on database 0; SELECT it first" {
 		t.Fatalf("release selecting database 1: %v", err)
 	}
 	if on := e.onMasters(key); count(on, "tok") < 2 {

@@ -39,10 +39,10 @@ func (s *Server) isPermitKey(key []byte) bool {
 // library's script would on a single Redis holding the quorum's state:
 // spec.OK when it took effect, spec.NotOwned when not (no permit free, not
 // held, not a member), NOQUORUM when that cannot be known.
-func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+func (s *Server) runPermitScript(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	start := time.Now()
 	if spec.Op == lockscripts.OpPermitRelease {
-		n, err := s.rl.ReleasePermit(ctx, key, token)
+		n, err := s.eng(st).ReleasePermit(ctx, key, token)
 		s.m.Release(n > 0, err, time.Since(start))
 		answerSpec(c, spec, n > 0, err)
 		return
@@ -57,7 +57,7 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 	}
 	switch spec.Op {
 	case lockscripts.OpPermitAcquire:
-		_, err := s.rl.AcquirePermit(ctx, key, token, limit, ttl)
+		_, err := s.eng(st).AcquirePermit(ctx, key, token, limit, ttl)
 		s.m.Acquire(err, time.Since(start))
 		if errors.Is(err, engine.ErrNotAcquired) {
 			answerSpec(c, spec, false, nil)
@@ -65,7 +65,7 @@ func (s *Server) runPermitScript(ctx context.Context, c redcon.Conn, spec *locks
 		}
 		answerSpec(c, spec, err == nil, err)
 	case lockscripts.OpPermitRefresh:
-		_, extended, err := s.rl.ExtendPermit(ctx, key, token, limit, ttl)
+		_, extended, err := s.eng(st).ExtendPermit(ctx, key, token, limit, ttl)
 		s.m.Extend(extended, err, time.Since(start))
 		answerSpec(c, spec, extended, err)
 	}
@@ -160,7 +160,7 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		ctx, cancel := s.opContext()
 		defer cancel()
 		start := time.Now()
-		n, err := s.rl.ReleasePermit(ctx, string(args[1]), strs(args[2:])...)
+		n, err := s.eng(st).ReleasePermit(ctx, string(args[1]), strs(args[2:])...)
 		s.m.Release(n > 0, err, time.Since(start))
 		if err != nil {
 			writeErr(c, err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,11 @@ type Server struct {
 	// are (keyspecs.go).
 	bnd    boundary
 	keyTab keyTable
+	// The databases a client can SELECT (databases.go): db0 is the one
+	// above, the others are opened on first use.
+	db0  *database
+	dbMu sync.Mutex
+	dbs  map[int]*database
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -79,28 +85,8 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := cfg.Redlock
-	creds := newMasterCreds(r)
-	guard := r.GuardWindow.Duration
-	if !r.RestartGuard {
-		guard = 0
-	}
-	rl, err := engine.New(r.Masters,
-		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
-		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
-		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize),
-		engine.WithMaxValue(int(cfg.Proxy.MaxLockValue)),
-		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
-		engine.WithRedisOptions(func(i int, o *redis.Options) {
-			o.CredentialsProvider = creds.provider(r.Masters[i])
-			if r.TLS != nil {
-				o.TLSConfig = r.TLS.Clone()
-			}
-		}),
-		engine.WithLogf(func(format string, args ...any) { log.Warn().Msgf(format, args...) }),
-		guardsOff(cfg.GuardsOff),
-		engine.WithSettings(cfg.settingsSummary()),
-	)
+	creds := newMasterCreds(cfg.Redlock)
+	rl, err := newEngine(cfg, log, creds, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +96,14 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: lockscripts.NewCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
-		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, r.TLS),
+		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
 	}
 	s.creds = creds
 	s.ops = newOpRunners(s)
 	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
 	s.be3 = s.be.resp3()
 	s.mux3 = &muxPool{be: s.be3, timeout: s.passthroughTimeout}
+	s.db0 = &database{rl: rl, be: s.be, be3: s.be3, mux: s.mux, mux3: s.mux3}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
 	s.bnd = newBoundary(cfg)
@@ -181,9 +168,60 @@ func (s *Server) Serve() error {
 	return s.serveClients(ln)
 }
 
+// newEngine is the Redlock client of the masters' database db (databases.go).
+func newEngine(cfg Config, log zerolog.Logger, creds *masterCreds, db int) (*engine.Client, error) {
+	r := cfg.Redlock
+	guard := r.GuardWindow.Duration
+	if !r.RestartGuard {
+		guard = 0
+	}
+	return engine.New(r.Masters,
+		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
+		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
+		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize),
+		engine.WithMaxValue(int(cfg.Proxy.MaxLockValue)),
+		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
+		engine.WithRedisOptions(func(i int, o *redis.Options) {
+			o.CredentialsProvider = creds.provider(r.Masters[i])
+			if r.TLS != nil {
+				o.TLSConfig = r.TLS.Clone()
+			}
+			o.DB = db
+		}),
+		engine.WithLogf(func(format string, args ...any) {
+			if db != 0 {
+				log.Warn().Int("db", db).Msgf(format, args...)
+			} else {
+				log.Warn().Msgf(format, args...)
+			}
+		}),
+		guardsOff(cfg.GuardsOff),
+		engine.WithSettings(cfg.settingsSummary()),
+	)
+}
+
 // InitMasters declares the masters a new deployment (engine.Client's
-// InitMasters): call it before Serve, on masters just created empty.
-func (s *Server) InitMasters(ctx context.Context) error { return s.rl.InitMasters(ctx) }
+// InitMasters), in every database they have (databases.go): call it before
+// Serve, on masters just created empty.
+func (s *Server) InitMasters(ctx context.Context) error {
+	if err := s.rl.InitMasters(ctx); err != nil {
+		return err
+	}
+	for n := 1; ; n++ {
+		rl, err := newEngine(s.cfg, s.log, s.creds, n)
+		if err != nil {
+			return err
+		}
+		err = rl.InitMasters(ctx)
+		_ = rl.Close()
+		switch {
+		case err != nil && strings.Contains(err.Error(), "DB index is out of range"):
+			return nil // the masters' last database was n-1
+		case err != nil:
+			return fmt.Errorf("database %d: %w", n, err)
+		}
+	}
+}
 
 // closeWait bounds how long Close lets clients finish the commands they
 // sent before it closes their connections.
@@ -207,7 +245,7 @@ func (s *Server) Close() error {
 	s.be.close()
 	s.mux3.close()
 	s.be3.close()
-	return errors.Join(err, s.rl.Close())
+	return errors.Join(err, s.rl.Close(), s.closeDatabases())
 }
 
 func (s *Server) accept(c redcon.Conn) bool {

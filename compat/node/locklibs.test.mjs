@@ -71,10 +71,25 @@ test("@sesamecare-oss/redlock 1.4.0: acquire, contender refused, extend, release
   await both.release();
   await goneEverywhere([key, k2], both.value, "both gone from every master");
 
-  // A database other than 0 is refused, as SELECT is.
+  // On database 1 (the library's db option, and the connection's): the
+  // lock lives in database 1 of the masters, apart from database 0's.
+  const db1 = new SesameRedlock([ioredis(PROXY, 1)], { retryCount: 0, db: 1 });
+  const k1 = `${key}:db1`;
+  const l1 = await db1.acquire([k1], 5000);
+  const masters1 = MASTERS.map((a) => ioredis(a, 1));
+  const on1 = await Promise.all(masters1.map((m) => m.get(k1)));
+  assert.ok(on1.filter((v) => v === l1.value).length >= QUORUM, "held in database 1 of a quorum");
+  assert.equal(await holders(k1, l1.value), 0, "nothing in database 0");
+  const db0 = await a.acquire([k1], 5000); // the same name in database 0 is another lock
+  await db0.release();
+  await assert.rejects(db1.acquire([k1], 2000), "refused in database 1 while held");
+  await l1.release();
+  await eventually("gone from database 1", async () => (await Promise.all(masters1.map((m) => m.exists(k1)))).every((n) => n === 0));
+
+  // A script that selects another database than its connection's is refused.
   const other = new SesameRedlock([ioredis(PROXY)], { retryCount: 0, db: 1 });
-  await assert.rejects(other.acquire([`${key}:db1`], 2000));
-  const left = await Promise.all(masters.map((m) => m.exists(`${key}:db1`)));
+  await assert.rejects(other.acquire([`${key}:db1x`], 2000));
+  const left = await Promise.all(masters1.map((m) => m.exists(`${key}:db1x`)));
   assert.deepEqual(left, MASTERS.map(() => 0), "nothing taken");
 });
 

@@ -55,15 +55,15 @@ export function track(...clients) {
   opened.push(...clients);
 }
 
-// ioredis returns a tracked ioredis client of a (host:port).
-export function ioredis(a) {
-  const c = new IORedis({ ...addr(a), ...ioredisOptions });
+// ioredis returns a tracked ioredis client of a (host:port), on database db.
+export function ioredis(a, db = 0) {
+  const c = new IORedis({ ...addr(a), ...ioredisOptions, db });
   track(c);
   return c;
 }
 
 // Direct connections to the masters, for checks only.
-export const masters = MASTERS.map(ioredis);
+export const masters = MASTERS.map((a) => ioredis(a));
 
 // holders is how many masters hold value at key.
 export async function holders(key, value) {

@@ -23,7 +23,7 @@ type Config struct {
 	TTLUnit      string     `toml:"ttl_unit"`       // "ms" (default), "s", or a Unix time: "unix_ms", "unix_s"
 	MinArg       int        `toml:"min_arg"`        // extend_if_left: ARGV index of the least TTL left (ms), from 1
 	LimitArg     int        `toml:"limit_arg"`      // permit_acquire, permit_refresh: ARGV index of the semaphore's number of permits, from 1
-	DBArg        int        `toml:"db_arg"`         // ARGV index of a database number the script SELECTs (only 0 is served)
+	DBArg        int        `toml:"db_arg"`         // ARGV index of a database number the script SELECTs (it must be the client's)
 	Reclaim      string     `toml:"reclaim"`        // acquire: "same_token" or "token_prefix" lets the holder take the key again
 	PrefixLenArg int        `toml:"prefix_len_arg"` // reclaim = "token_prefix": ARGV index of the prefix's length, from 1
 	ClockArg     int        `toml:"clock_arg"`      // ARGV index of a client's clock the script reads with tonumber (not used; a non-number is refused), from 1
