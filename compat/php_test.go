@@ -82,6 +82,15 @@ func TestPHPLaravelCache(t *testing.T) {
 	}
 }
 
+// TestPHPRedisInfoSelect: phpredis's info() (every section, and each one)
+// parses the proxy's INFO, and select(0) leaves the connection serving data
+// and locks, on a backend of the proxy's own with every key a lock key.
+func TestPHPRedisInfoSelect(t *testing.T) {
+	need(t, "/usr/bin/php")
+	s := startStack(t)
+	run(t, s, "php", "/usr/bin/php", "phpredis_info_test.php")
+}
+
 // TestPHPSymfonyLock runs Symfony Lock's RedisStore (Debian's
 // php-symfony-lock, sorted-set read/write locks) over phpredis through the
 // proxy.
