@@ -101,6 +101,9 @@ func TestPythonDjangoCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(want) == 0 {
+				t.Fatal("the run against a plain Redis recorded nothing")
+			}
 			sameLines(t, "test_django_cache.py", string(want), string(got))
 		})
 	}
