@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 )
 
 // TestPHPLaravelLock runs Laravel's Redis cache lock (Debian's
@@ -22,6 +25,70 @@ func TestPHPLaravelLock(t *testing.T) {
 	need(t, "/usr/share/php/Illuminate/Redis/autoload.php")
 	s := startStack(t)
 	run(t, s, "php", "/usr/bin/php", "laravel_lock_test.php")
+}
+
+// TestPHPLaravelCache runs Laravel's cache (Repository over RedisStore: put,
+// get, many, putMany, add, increment, forever, forget, remember, tags,
+// flush), its RateLimiter and its lock on the same connection, the same
+// script once against a plain redis-server and once through the proxy, and
+// compares what the two print line for line. Configurations: every key a
+// lock key on a backend of the proxy's own (scripts/run.sh's), locks on the
+// cache's own connection as Laravel sets them up by default; and lock_keys
+// ["lock:*"], the locks on a connection of their own prefixed "lock:".
+func TestPHPLaravelCache(t *testing.T) {
+	need(t, "/usr/bin/php")
+	need(t, "/usr/share/php/Illuminate/Cache/autoload.php")
+	need(t, "/usr/share/php/Illuminate/Redis/autoload.php")
+	for _, tc := range []struct {
+		name       string
+		lockKeys   []string // nil: startStack's, every key a lock key
+		lockPrefix string
+		db         int
+		refused    bool // through the proxy: SELECT refused, the script stops
+	}{
+		{name: "every key a lock key, database 0"},
+		// database 1: enabled once SELECT is served
+		{name: "every key a lock key, database 1", db: 1, refused: true},
+		{name: "lock keys lock:*, database 0", lockKeys: []string{"lock:*"}, lockPrefix: "lock:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s stack
+			if tc.lockKeys == nil {
+				s = startStack(t)
+			} else {
+				s = startStackLockKeys(t, tc.lockKeys...)
+			}
+			plain := redistest.Start(t)
+			env := func(target string, voters []string) []string {
+				return []string{"REDIS_TARGET=" + target, "REDIS_VOTERS=" + strings.Join(voters, ","),
+					"REDIS_DB=" + strconv.Itoa(tc.db), "LOCK_PREFIX=" + tc.lockPrefix, "RUN=laravel-cache"}
+			}
+			want, code := output(t, "php", env(plain.Addr, []string{plain.Addr}), "/usr/bin/php", "laravel_cache_test.php")
+			if code != 0 {
+				t.Fatalf("against a plain Redis: exit %d", code)
+			}
+			got, code := output(t, "php", env(s.Addr, redistest.Addrs(s.Masters)), "/usr/bin/php", "laravel_cache_test.php")
+			if tc.refused {
+				if code != 3 || !strings.Contains(got, "REFUSED database 1: ERR redlock-proxy serves database 0 only") {
+					t.Fatalf("through the proxy: exit %d, want 3 and SELECT refused", code)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("through the proxy: exit %d", code)
+			}
+			sameLines(t, "laravel_cache_test.php", want, got)
+		})
+	}
+}
+
+// TestPHPRedisInfoSelect: phpredis's info() (every section, and each one)
+// parses the proxy's INFO, and select(0) leaves the connection serving data
+// and locks, on a backend of the proxy's own with every key a lock key.
+func TestPHPRedisInfoSelect(t *testing.T) {
+	need(t, "/usr/bin/php")
+	s := startStack(t)
+	run(t, s, "php", "/usr/bin/php", "phpredis_info_test.php")
 }
 
 // TestPHPSymfonyLock runs Symfony Lock's RedisStore (Debian's

@@ -1,8 +1,11 @@
 package compat
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
@@ -37,5 +40,71 @@ func TestPythonRedisPyRESP3(t *testing.T) {
 	t.Logf("%s:\n%s", cmd, out)
 	if err != nil {
 		t.Fatalf("pytest failed: %v", err)
+	}
+}
+
+// TestPythonDjangoCache runs Django's cache through django-redis (Debian's
+// python3-django and python3-django-redis) beside redis-py's Lock (the
+// cache's own cache.lock, and one on its connection): the same tests once
+// against a plain redis-server and once through the proxy, what each saw
+// compared line for line. Configurations: every key a lock key on a backend
+// of the proxy's own (scripts/run.sh's), locks taken by the cache's own
+// alias; and lock_keys ["lock:*"], locks by a cache alias of their own
+// whose KEY_PREFIX is "lock".
+func TestPythonDjangoCache(t *testing.T) {
+	need(t, "/usr/bin/python3")
+	need(t, "/usr/lib/python3/dist-packages/django_redis")
+	for _, tc := range []struct {
+		name       string
+		lockKeys   []string // nil: startStack's, every key a lock key
+		lockPrefix string
+		db         int
+		refused    bool // through the proxy: SELECT refused, the tests fail
+	}{
+		{name: "every key a lock key, database 0"},
+		// database 1: enabled once SELECT is served
+		{name: "every key a lock key, database 1", db: 1, refused: true},
+		{name: "lock keys lock:*, database 0", lockKeys: []string{"lock:*"}, lockPrefix: "lock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s stack
+			if tc.lockKeys == nil {
+				s = startStack(t)
+			} else {
+				s = startStackLockKeys(t, tc.lockKeys...)
+			}
+			plain := redistest.Start(t)
+			dir := t.TempDir()
+			pytest := func(target string, voters []string, observed string) (string, int) {
+				return output(t, "python", []string{"REDIS_TARGET=" + target, "REDIS_VOTERS=" + strings.Join(voters, ","),
+					"REDIS_DB=" + strconv.Itoa(tc.db), "LOCK_PREFIX=" + tc.lockPrefix, "RUN=django",
+					"OBSERVED=" + observed}, "/usr/bin/python3", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "test_django_cache.py")
+			}
+			if _, code := pytest(plain.Addr, []string{plain.Addr}, filepath.Join(dir, "plain")); code != 0 {
+				t.Fatalf("against a plain Redis: exit %d", code)
+			}
+			out, code := pytest(s.Addr, redistest.Addrs(s.Masters), filepath.Join(dir, "proxy"))
+			if tc.refused {
+				if code == 0 || !strings.Contains(out, "serves database 0 only") {
+					t.Fatalf("through the proxy: exit %d, want the tests failing on SELECT", code)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("through the proxy: exit %d", code)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, "plain"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "proxy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 {
+				t.Fatal("the run against a plain Redis recorded nothing")
+			}
+			sameLines(t, "test_django_cache.py", string(want), string(got))
+		})
 	}
 }

@@ -12,16 +12,19 @@ import (
 )
 
 // cmdInfo answers the proxy's own INFO: its server fields, clients, lock
-// statistics and the state of each master. A section argument selects one
-// section, as on Redis.
+// statistics and the state of each master. Section arguments select
+// sections, as on Redis 7 (INFO server memory).
 func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	want := "default"
-	if len(args) > 1 {
-		want = strings.ToLower(string(args[1]))
+	// Sections as Redis 7 takes them: any number, in any case; none is
+	// "default".
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
 	}
+	all := len(args) == 1 || want["default"] || want["all"] || want["everything"]
 	var b strings.Builder
 	section := func(name string, body func()) {
-		if want == "default" || want == "all" || want == "everything" || want == strings.ToLower(name) {
+		if all || want[strings.ToLower(name)] {
 			fmt.Fprintf(&b, "# %s\r\n", name)
 			body()
 			b.WriteString("\r\n")

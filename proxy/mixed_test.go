@@ -89,3 +89,36 @@ func TestDataBesideLocksLikeRedis(t *testing.T) {
 // laravelAdd is Laravel's RedisStore::add, which the proxy recognises as
 // a lock acquire.
 const laravelAdd = "return redis.call('exists',KEYS[1])<1 and redis.call('setex',KEYS[1],ARGV[2],ARGV[1])"
+
+// FLUSHDB, a cache's clear (Laravel's Cache::flush, Django's cache.clear),
+// passes through to a backend of the proxy's own and erases the
+// application's data and the locks' mirrors there, but not the locks: they
+// stay on the quorum until their TTL ends or they are deleted, so an
+// acquire of such a key is refused meanwhile, and a read of it answers the
+// lock (on one Redis the lock is gone with the rest). docs/commands.md
+// lists it among the differences.
+func TestFlushDBKeepsLocks(t *testing.T) {
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	for _, step := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SET", "data", "v"}, "+OK\r\n"},
+		{[]string{"SET", "lk", "tok", "NX", "PX", "30000"}, "+OK\r\n"},
+		{[]string{"FLUSHDB"}, "+OK\r\n"},
+		{[]string{"DBSIZE"}, ":0\r\n"},
+		{[]string{"GET", "data"}, "$-1\r\n"},
+		{[]string{"GET", "lk"}, "$3\r\ntok\r\n"},                         // one Redis: nil
+		{[]string{"SET", "lk", "other", "NX", "PX", "30000"}, "$-1\r\n"}, // one Redis: OK
+		{[]string{"DEL", "lk"}, ":1\r\n"},                                // one Redis: 0
+		{[]string{"SET", "lk", "other", "NX", "PX", "30000"}, "+OK\r\n"},
+	} {
+		if got := p.do(t, step.cmd...); got != step.want {
+			t.Fatalf("%q: %q, want %q", step.cmd, got, step.want)
+		}
+	}
+	mustEqual(t, "the new lock on every master", count(e.onMasters("lk"), "other"), 3)
+}

@@ -7,8 +7,10 @@
 #                               # fetches the Go modules it needs
 #   bash scripts/deps.sh test   # testing it (scripts/test.sh; the default):
 #                               # the above, the Python and PHP Redis
-#                               # clients the compatibility tests drive
-#                               # (and redis-py 6 into .deps/redis-py),
+#                               # clients and the frameworks (Django's
+#                               # cache by django-redis, Laravel's cache)
+#                               # the compatibility tests drive (and
+#                               # redis-py 6 into .deps/redis-py),
 #                               # headless Chromium for the status page's
 #                               # test, Lua 5.1 (lua5.1), the oracle of the
 #                               # script normaliser's tests, Node with the
@@ -24,7 +26,7 @@ esac
 
 pkgs=(redis-server redis-tools)
 if [ "$what" = test ]; then
-  pkgs+=(python3-redis python3-pytest php-cli php-redis php-illuminate-cache php-illuminate-redis php-symfony-lock)
+  pkgs+=(python3-redis python3-pytest python3-django python3-django-redis php-cli php-redis php-illuminate-cache php-illuminate-redis php-symfony-lock)
   # Headless Chromium renders the status page in its test.
   pkgs+=(chromium)
   # Lua 5.1, the Lua of Redis, compiles the scripts the normaliser's tests
