@@ -103,12 +103,24 @@ foreach ($masters as $m) {
 check($held >= intdiv(count($masters), 2) + 1, 'the lock is on a quorum of masters', "$held masters");
 check((int) $r->del($key, "$key:lock") === 2, 'DEL of both');
 
-// database 1: enabled once SELECT is served
-$r->clearLastError();
-check($r->select(1) === false, 'select(1) is refused');
-check(rtrim((string) $r->getLastError(), "\0") === 'ERR redlock-proxy serves database 0 only', 'with its error', (string) $r->getLastError());
-check($r->set($key, 'w') === true && $backend->get($key) === 'w', 'after the refusal the connection is still in database 0');
-$r->del($key);
+// Database 1: data on the backend's database 1, locks in database 1 of
+// the masters.
+check($r->select(1) === true, 'select(1)');
+check($r->set($key, 'w') === true, 'SET in database 1');
+check($backend->get($key) === false, "the backend's database 0 does not hold it");
+$backend->select(1);
+check($backend->get($key) === 'w', "the backend's database 1 holds it");
+$backend->select(0);
+check($r->set("$key:lock", 'tok1', ['nx', 'px' => 10000]) === true, 'SET NX PX in database 1');
+$held = 0;
+foreach ($masters as $m) {
+    $m->select(1);
+    $held += (int) ($m->get("$key:lock") === 'tok1');
+    $m->select(0);
+}
+check($held >= intdiv(count($masters), 2) + 1, 'the lock is in database 1 of a quorum of masters', "$held masters");
+check((int) $r->del($key, "$key:lock") === 2, 'DEL of both in database 1');
 check($r->select(0) === true, 'select(0) again is true');
+check($r->get($key) === false, 'nothing of database 1 in database 0');
 
 echo "PASS $checks checks\n";
