@@ -255,7 +255,7 @@ func (c *respConn) do(t *testing.T, args ...string) string {
 // unordered lists the commands whose replies hold members in no order.
 var unordered = map[string]bool{
 	"smembers": true, "sunion": true, "sinter": true, "sdiff": true, "hkeys": true, "hvals": true,
-	"hgetall": true, "keys": true, "exec": true,
+	"hgetall": true, "keys": true, "exec": true, "sscan": true, "hscan": true,
 }
 
 // sameReply compares two raw replies to cmd: exactly, but the members of
@@ -344,6 +344,9 @@ func (g *gen) commands() [][]string {
 	}
 	if g.rng.Intn(15) == 0 {
 		return g.transaction()
+	}
+	if g.rng.Intn(30) == 0 {
+		return [][]string{{"SELECT", strconv.Itoa(g.rng.Intn(4))}}
 	}
 	return [][]string{g.dataCommand()}
 }
@@ -440,6 +443,19 @@ func (g *gen) dataCommand() []string {
 		// scripts on data keys, and the connection
 		{"EVAL", "return redis.call('incrby', KEYS[1], ARGV[1])", "1", s, g.n(5)},
 		{"EVAL", "return {KEYS[1], ARGV[1]}", "1", s, g.val()}, {"PING"}, {"ECHO", g.val()},
+		// more of each type: scans of small keys (one call answers all,
+		// in the order both sides keep), blocking pops with a short
+		// timeout, consumer groups, sorts, bitfields
+		{"SUBSTR", s, "0", "2"}, {"DUMP", s}, {"HSCAN", h, "0"}, {"SSCAN", st, "0"}, {"ZSCAN", z, "0"},
+		{"BLPOP", l, "0.01"}, {"BRPOP", l, g.key("l"), "0.01"}, {"BZPOPMIN", z, "0.01"},
+		{"BLMOVE", l, g.key("l"), "RIGHT", "LEFT", "0.01"}, {"XREAD", "COUNT", "2", "STREAMS", x, "0"},
+		{"XGROUP", "CREATE", x, "g", "0", "MKSTREAM"}, {"XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", x, ">"},
+		{"XACK", x, "g", "1-1"}, {"XPENDING", x, "g"}, {"GEOHASH", g.key("geo"), "m0"},
+		{"GEOSEARCH", g.key("geo"), "FROMLONLAT", "13.36", "38.11", "BYRADIUS", "100", "km", "ASC"},
+		{"SORT", l, "ALPHA"}, {"SORT_RO", l, "ALPHA", "LIMIT", "0", "2"},
+		{"BITFIELD", b, "INCRBY", "u8", "0", g.n(5)}, {"BITFIELD_RO", b, "GET", "u8", "0"},
+		{"ZREVRANGEBYSCORE", z, "+inf", "-inf"}, {"ZREVRANGEBYLEX", z, "+", "-"}, {"ZREMRANGEBYLEX", z, "-", "[m1"},
+		{"ZDIFFSTORE", g.key("z"), "2", z, g.key("z")}, {"ZINTERCARD", "2", z, g.key("z")}, {"ZMPOP", "1", z, "MIN"},
 		// bad input
 		{"INCR"}, {"GET", s, s}, {"SET", s}, {"HSET", h, "f"}, {"LPUSH", l}, {"ZADD", z, "x", "m"},
 		{"EXPIRE", s, "notanumber"}, {"SET", s, "v", "EX", "0"}, {"NOSUCHCOMMAND", s},
