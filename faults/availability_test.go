@@ -27,7 +27,7 @@ const (
 	// command that waits on a master for it has waited far longer than
 	// any quorum operation may (the node timeout, a few times over):
 	// availBound sits between the two.
-	availPassthrough = 20 * time.Second
+	availPassthrough = 3 * time.Second
 	availBound       = availPassthrough / 2
 	// availGuardWindow keeps a restarted master guarded for the whole
 	// case.
@@ -205,7 +205,7 @@ func sortStrings(s []string) []string {
 func timedDo(t *testing.T, rc *rawConn, cmd []string) (reply, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	rs, err := rc.do([][]string{cmd}, 2*availPassthrough)
+	rs, err := rc.do([][]string{cmd}, 12*availPassthrough)
 	took := time.Since(start)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("%q: no reply after %s: %v", cmd, took.Round(time.Millisecond), err)
@@ -269,4 +269,210 @@ func TestDataAvailableWithOwnBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLockKeysWithoutQuorumOwnBackend: in mixed mode (a backend of its
+// own, every key a lock key), keys that a quorum holds as locks — taken by
+// SET NX (with their mirror on the backend), by LOCK.ACQUIRE (without
+// one), a rate limiter's SET NX EX then INCR — in each state of the
+// masters. With a quorum they answer as on one Redis. Without one:
+//   - reads answer from the backend, and where it holds nothing, nil (the
+//     backend's "absent" stands: a read that says "not held" never leads
+//     to a second holder, since an acquire needs the quorum);
+//   - DEL, GETDEL and EXPIRE answer NOQUORUM where a master that answered
+//     holds the key (two masters down: the third answers): "deleted"
+//     would tell the client the key is free while the lock stays on the
+//     masters. Where no master answers at all (every master stalled) or
+//     none that counts holds it (every master restarted empty, guarded),
+//     nothing shows a lock, and the backend's answer stands, as for data;
+//   - in every state, the key is never granted to another client while
+//     the lock may live.
+func TestLockKeysWithoutQuorumOwnBackend(t *testing.T) {
+	const noQuorum = "NOQUORUM"
+	for _, st := range masterStates {
+		t.Run(strings.ReplaceAll(st.name, " ", "_"), func(t *testing.T) {
+			ms := redistest.StartN(t, 3, redistest.Durable...)
+			be := redistest.Start(t)
+			p := availProxy(t, redistest.Addrs(ms), be.Addr, "*", "")
+			rc, err := dialRaw(p.Addr, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			for _, cmd := range [][]string{{"SET", "held", "tok", "NX", "PX", "60000"}, {"SET", "held2", "tok", "NX", "PX", "60000"},
+				{"SET", "held3", "tok", "NX", "PX", "60000"}, {"SET", "rl", "0", "EX", "60", "NX"}, {"INCR", "rl"},
+				{"LOCK.ACQUIRE", "nm", "60000", "TOKEN", "ntok"}} {
+				if r, _ := timedDo(t, rc, cmd); r.isErr() || r.null {
+					t.Fatalf("%q: %s", cmd, r.short())
+				}
+			}
+			st.apply(t, ms, p)
+			// What a command answers in this state: with a quorum, as on
+			// one Redis; without one, lockAnswer where a master that
+			// answers holds the locks (two down), the backend's answer
+			// where none does.
+			noneAnswers := !st.quorum && st.name != "two down"
+			pick := func(redis, lockAnswer, backend string) string {
+				switch {
+				case st.quorum:
+					return redis
+				case noneAnswers:
+					return backend
+				}
+				return lockAnswer
+			}
+			for _, c := range []struct {
+				cmd  []string
+				want string
+			}{
+				{[]string{"GET", "held"}, `"tok"`},
+				{[]string{"GET", "nm"}, pick(`"ntok"`, "nil", "nil")},
+				{[]string{"EXISTS", "held", "nm", "rl"}, pick(`"3"`, `"2"`, `"2"`)},
+				{[]string{"PTTL", "nm"}, pick("ttl", `"-2"`, `"-2"`)},
+				{[]string{"GET", "rl"}, `"1"`},
+				{[]string{"DEL", "held"}, pick(`"1"`, noQuorum, `"1"`)},
+				{[]string{"EXPIRE", "held2", "100"}, pick(`"1"`, noQuorum, `"1"`)},
+				{[]string{"GETDEL", "held3"}, pick(`"tok"`, noQuorum, `"tok"`)},
+				{[]string{"DEL", "rl"}, pick(`"1"`, noQuorum, `"1"`)},
+				{[]string{"DEL", "nm"}, pick(`"1"`, noQuorum, `"0"`)},
+				// Free on one Redis; here, while the lock may live, never
+				// granted to another holder.
+				{[]string{"SET", "held", "other", "NX", "PX", "10000"}, pick(`"OK"`, noQuorum, noQuorum)},
+				{[]string{"SET", "nm", "other", "NX", "PX", "10000"}, pick(`"OK"`, noQuorum, noQuorum)},
+			} {
+				r, took := timedDo(t, rc, c.cmd)
+				got := r.short()
+				ok := got == c.want || c.want == noQuorum && r.isErr() && strings.HasPrefix(r.str, noQuorum)
+				if c.want == "ttl" {
+					n, isInt := r.int()
+					ok = isInt && n > 0
+				}
+				if !ok {
+					t.Errorf("%q: %s, want %s", c.cmd, got, c.want)
+				}
+				if took >= availBound {
+					t.Errorf("%q took %s", c.cmd, took.Round(time.Millisecond))
+				}
+			}
+		})
+	}
+}
+
+// TestDataWithVotingBackend: with a voting backend (proxy.backend empty:
+// the first master holds the data too; lock keys under a prefix), data
+// lives on one master and shares its fate; docs/operations.md has the
+// table ("Data when masters fail"). The other masters down: data answers
+// as on one Redis. The first master down: every data command answers an
+// error at once. Stalled: each waits for proxy.passthrough_timeout, then
+// answers an error. Restarted: a command on a connection the restart
+// closed answers an error once; then data is served, as the master kept it
+// (all of it with appendfsync always, none when it restarted empty).
+func TestDataWithVotingBackend(t *testing.T) {
+	const backendErr = "ERR redlock-proxy: passthrough backend"
+	few := [][]string{{"GET", "d:pre"}, {"SET", "d:s", "v"}, {"INCR", "d:n"}, {"GET", "d:absent"}, {"HSET", "d:h", "f", "1"}, {"DEL", "d:pre"}}
+	// errorsEach runs cmds through the proxy and wants an error of the
+	// backend's for each, each within bound.
+	errorsEach := func(t *testing.T, addr string, cmds [][]string, bound time.Duration) {
+		rc, err := dialRaw(addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		for _, cmd := range cmds {
+			r, took := timedDo(t, rc, cmd)
+			if !r.isErr() || !strings.HasPrefix(r.str, backendErr) {
+				t.Errorf("%q: %s, want %s …", cmd, r.short(), backendErr)
+			}
+			if took >= bound {
+				t.Errorf("%q took %s (bound %s)", cmd, took.Round(time.Millisecond), bound)
+			}
+		}
+	}
+	start := func(t *testing.T) ([]*redistest.Server, *redistest.Proxy) {
+		ms := redistest.StartN(t, 3, redistest.Durable...)
+		p := availProxy(t, redistest.Addrs(ms), "", "lock:*", "")
+		rc, err := dialRaw(p.Addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		for _, cmd := range append(append([][]string{}, dataBefore...), []string{"SET", "lock:a", "tok", "NX", "PX", "60000"}) {
+			if r, _ := timedDo(t, rc, cmd); r.isErr() {
+				t.Fatalf("%q: %s", cmd, r.short())
+			}
+		}
+		return ms, p
+	}
+	t.Run("others_down", func(t *testing.T) {
+		ms, p := start(t)
+		plain := redistest.Start(t)
+		if _, err := sendRaw(plain.Addr, dataBefore, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ms[1].Kill()
+		ms[2].Kill()
+		runData(t, p.Addr, plain.Addr, votingData())
+	})
+	t.Run("first_down", func(t *testing.T) {
+		ms, p := start(t)
+		ms[0].Kill()
+		errorsEach(t, p.Addr, few, availBound)
+	})
+	t.Run("first_stalled", func(t *testing.T) {
+		ms, p := start(t)
+		stall(t, ms[0])
+		// Each waits for the passthrough timeout; a generous bound above
+		// it (the wait is the backend's, not the masters').
+		errorsEach(t, p.Addr, few[:3], 4*availPassthrough)
+	})
+	for _, restart := range []struct {
+		name string
+		do   func(*redistest.Server)
+		kept bool
+	}{{"first_restarted_empty", (*redistest.Server).Wipe, false}, {"first_restarted_with_its_data", (*redistest.Server).Restart, true}} {
+		t.Run(restart.name, func(t *testing.T) {
+			ms, p := start(t)
+			plain := redistest.Start(t)
+			if restart.kept {
+				if _, err := sendRaw(plain.Addr, dataBefore, time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			restart.do(ms[0])
+			// Each backend connection the restart closed answers an error
+			// once (a command on it may have run before the restart: it
+			// is not sent again); the proxy holds a handful.
+			failed := 0
+			for i, inRow := 0, 0; inRow < 10; i++ {
+				// GET goes on a shared connection, EXISTS on a pooled one.
+				cmd := [][]string{{"GET", "d:absent"}, {"EXISTS", "d:absent"}}[i%2]
+				rs, err := sendRaw(p.Addr, [][]string{cmd}, availBound)
+				switch {
+				case err != nil || len(rs) != 1:
+					t.Fatal(err)
+				case !rs[0].isErr():
+					inRow++
+					continue
+				case !strings.HasPrefix(rs[0].str, backendErr) || failed == 100:
+					t.Fatalf("after the restart, %d errors, then: %s", failed, rs[0].short())
+				}
+				failed++
+				inRow = 0
+			}
+			t.Logf("after the restart, %d commands answered an error", failed)
+			runData(t, p.Addr, plain.Addr, votingData())
+		})
+	}
+}
+
+// votingData is dataCommands but DBSIZE: on a voting backend the locks
+// and the proxy's records are keys of the same database.
+func votingData() [][]string {
+	var out [][]string
+	for _, c := range dataCommands {
+		if c[0] != "DBSIZE" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
