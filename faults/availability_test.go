@@ -27,7 +27,7 @@ const (
 	// command that waits on a master for it has waited far longer than
 	// any quorum operation may (the node timeout, a few times over):
 	// availBound sits between the two.
-	availPassthrough = 3 * time.Second
+	availPassthrough = 5 * time.Second
 	availBound       = availPassthrough / 2
 	// availGuardWindow keeps a restarted master guarded for the whole
 	// case.
