@@ -316,16 +316,23 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				continue
 			}
 		}
-		ok, err := s.broadcastCount(st, nil, args[0], key)
+		ok, ones, err := s.broadcastOnes(st, nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
 		switch {
+		case s.mixed() && err != nil && ones > 0:
+			// A lock on the masters that answered, not ended on a
+			// quorum: "deleted" would tell the client the key is free.
+			writeErr(c, err)
+			return
 		case s.mixed():
 			// The backend's count; the lock, if a quorum holds one, goes
 			// too. A lock without a mirror on the backend (a semaphore,
-			// LOCK.*) counts where the quorum deleted it; a quorum that
-			// cannot be reached leaves the data's answer standing.
+			// LOCK.*) counts where the quorum deleted it. Where no master
+			// that answered held the key (data never reaches a master),
+			// a quorum that cannot be reached leaves the data's answer
+			// standing.
 			if onBackend || ok {
 				n++
 			}
@@ -375,8 +382,10 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteInt(1) // its data alone: a user who may not take locks changes none
 		return
 	}
-	answer := func(ok bool, err error) {
+	answer := func(ok bool, ones int, err error) {
 		switch {
+		case s.mixed() && err != nil && ones > 0:
+			writeErr(c, err) // a lock on the masters that answered, its TTL not written on a quorum
 		case s.mixed(): // the backend's answer, or a lock's without a mirror; the lock, if any, follows
 			c.WriteInt(b2i(onBackend || ok && err == nil))
 		case err != nil:
@@ -399,14 +408,14 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		if w, err = s.eng(st).NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
 			if s.mixed() {
-				answer(false, nil) // longer than any lock may live: the backend's key alone
+				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
 				return
 			}
 			writeErr(c, err)
 			return
 		}
 	}
-	answer(s.broadcastCount(st, w, args...))
+	answer(s.broadcastOnes(st, w, args...))
 }
 
 func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -542,8 +551,12 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.mixed() {
 		v, err := s.backendValue(st, args)
 		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
-			_, _ = s.broadcastCount(st, nil, []byte("del"), args[1])
+			_, ones, qerr := s.broadcastOnes(st, nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
+			if qerr != nil && ones > 0 {
+				writeErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
+				return
+			}
 		}
 		backendAnswer(c, v, err)
 		return
@@ -664,6 +677,16 @@ func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 // on a lock key passes w (engine.NoteTTL): it took effect where a master
 // answered 1.
 func (s *Server) broadcastCount(st *client, w *engine.TTLWrite, args ...[]byte) (bool, error) {
+	ok, _, err := s.broadcastOnes(st, w, args...)
+	return ok, err
+}
+
+// broadcastOnes is broadcastCount, and also counts the masters whose
+// answer (one that counts) was 1: those that held the key. Where the
+// backend holds data beside the locks, a NOQUORUM with ones > 0 says that
+// the key is a lock on masters that answered, which the command could not
+// end on a quorum; with ones = 0 no master that answered held it.
+func (s *Server) broadcastOnes(st *client, w *engine.TTLWrite, args ...[]byte) (bool, int, error) {
 	ctx, cancel := s.opContext()
 	defer cancel()
 	q, n := s.eng(st).Quorum(), s.eng(st).Masters()
@@ -689,13 +712,13 @@ func (s *Server) broadcastCount(st *client, w *engine.TTLWrite, args ...[]byte) 
 	w.Done(got, func(r engine.Result) bool { v, _ := r.Val.(int64); return r.Err == nil && v == 1 })
 	switch {
 	case ones >= q:
-		return true, nil
+		return true, ones, nil
 	case errReply != nil:
-		return false, errReply
+		return false, ones, errReply
 	case n-zeros < q: // even with every other master answering 1
-		return false, nil
+		return false, ones, nil
 	}
-	return false, s.eng(st).NoQuorum(ones+zeros, key)
+	return false, ones, s.eng(st).NoQuorum(ones+zeros, key)
 }
 
 // countConn captures an integer reply of a forwarded command.

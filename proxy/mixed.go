@@ -38,7 +38,11 @@ import (
 //   - Deletes and expiries (DEL, UNLINK, GETDEL, the EXPIRE family,
 //     PERSIST) are answered by the backend (for the data or the mirror),
 //     and the lock, if a quorum holds one, goes too or gets the same TTL;
-//     a RENAME the backend carried out ends the locks of both keys. In a
+//     a RENAME the backend carried out ends the locks of both keys. With no
+//     quorum, a key that a master that answered holds as a lock answers
+//     NOQUORUM (the lock stays: "deleted" would say the key is free); a key
+//     no master holds — data never reaches one — keeps the backend's
+//     answer. In a
 //     transaction the backend runs them; once it commits, its DEL, UNLINK,
 //     GETDEL and RENAME end the locks too. Every other command, plain SET
 //     included, runs on the backend alone and can never change a master.
