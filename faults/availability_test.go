@@ -367,6 +367,26 @@ func TestLockKeysWithoutQuorumOwnBackend(t *testing.T) {
 // answers an error. Restarted: a command on a connection the restart
 // closed answers an error once; then data is served, as the master kept it
 // (all of it with appendfsync always, none when it restarted empty).
+// errorsOrRefusedEach runs cmds through the proxy and wants an error for
+// each, each within bound.
+func errorsOrRefusedEach(t *testing.T, addr string, cmds [][]string, bound time.Duration) {
+	t.Helper()
+	rc, err := dialRaw(addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	for _, cmd := range cmds {
+		r, took := timedDo(t, rc, cmd)
+		if !r.isErr() {
+			t.Errorf("%q: %s, want an error", cmd, r.short())
+		}
+		if took >= bound {
+			t.Errorf("%q took %s (bound %s)", cmd, took.Round(time.Millisecond), bound)
+		}
+	}
+}
+
 func TestDataWithVotingBackend(t *testing.T) {
 	const backendErr = "ERR redlock-proxy: passthrough backend"
 	few := [][]string{{"GET", "d:pre"}, {"SET", "d:s", "v"}, {"INCR", "d:n"}, {"GET", "d:absent"}, {"HSET", "d:h", "f", "1"}, {"DEL", "d:pre"}}
@@ -424,6 +444,18 @@ func TestDataWithVotingBackend(t *testing.T) {
 		// Each waits for the passthrough timeout; a generous bound above
 		// it (the wait is the backend's, not the masters').
 		errorsEach(t, p.Addr, few[:3], 4*availPassthrough)
+	})
+	t.Run("first_stalled_before_the_proxy_started", func(t *testing.T) {
+		// The proxy has not read where commands' keys are (the backend's
+		// COMMAND) when the backend stalls: a command whose keys the
+		// boundary looks up several times waits for the backend once,
+		// not once a lookup.
+		ms := redistest.StartN(t, 3, redistest.Durable...)
+		p := availProxy(t, redistest.Addrs(ms), "", "lock:*", "")
+		p.Kill()
+		stall(t, ms[0])
+		p.Start()
+		errorsOrRefusedEach(t, p.Addr, [][]string{{"INCR", "d:n"}, {"HSET", "d:h", "f", "1"}, {"LPUSH", "d:l", "x"}}, 2*availPassthrough)
 	})
 	for _, restart := range []struct {
 		name string

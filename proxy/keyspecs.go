@@ -3,9 +3,11 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
@@ -29,7 +31,15 @@ type keySpec struct {
 type keyTable struct {
 	specs atomic.Pointer[map[string]keySpec]
 	mu    sync.Mutex // loads one at a time
+	// The last load that failed, and when: the loads of the next
+	// loadRetry answer its error at once, so that a command whose keys
+	// are looked up several times waits for a stalled backend once.
+	failed   error
+	failedAt time.Time
 }
+
+// loadRetry is how long a failed load of the key specs is not tried again.
+const loadRetry = time.Second
 
 // specOf looks up the spec of command name, or of its subcommand sub when
 // sub is not nil ("name|sub"), in any case and without allocating.
@@ -80,7 +90,8 @@ func (s *Server) movableKeys(args [][]byte) ([][]byte, error) {
 // backendValue runs one command on a pooled backend connection and reads
 // its reply as a value; an error reply is a wire.ErrorReply error. A
 // pooled connection the backend closed meanwhile is replaced once by a new
-// one.
+// one; a backend that did not answer in time is not asked again (a stalled
+// backend would make the caller wait twice).
 func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 	be := s.dbOf(st).be
 	bc, err := be.get()
@@ -90,6 +101,9 @@ func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 	raw, err := bc.do(args, s.passthroughTimeout())
 	if err != nil {
 		bc.close()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, err
+		}
 		if bc, err = be.dial(); err != nil {
 			return nil, errBackendUnreachable
 		}
@@ -111,8 +125,8 @@ func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 
 var errBackendUnreachable = errors.New("passthrough backend unreachable")
 
-// load reads the backend's COMMAND reply once; a failure is tried again at
-// the next command.
+// load reads the backend's COMMAND reply once (Serve starts it); a
+// failure is tried again after loadRetry.
 func (t *keyTable) load(s *Server) (map[string]keySpec, error) {
 	if m := t.specs.Load(); m != nil {
 		return *m, nil
@@ -122,9 +136,13 @@ func (t *keyTable) load(s *Server) (map[string]keySpec, error) {
 	if m := t.specs.Load(); m != nil {
 		return *m, nil
 	}
+	if t.failed != nil && time.Since(t.failedAt) < loadRetry {
+		return nil, t.failed
+	}
 	v, err := s.backendValue(nil, [][]byte{[]byte("command")})
 	if err != nil {
-		return nil, fmt.Errorf("COMMAND: %w", err)
+		t.failed, t.failedAt = fmt.Errorf("COMMAND: %w", err), time.Now()
+		return nil, t.failed
 	}
 	specs := map[string]keySpec{}
 	all, _ := v.([]any)

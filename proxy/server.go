@@ -159,6 +159,7 @@ func (s *Server) Serve() error {
 	up := s.rl.Probe(ctx)
 	cancel()
 	s.checkBackendIdentity()
+	go func() { _, _ = s.keyTab.load(s) }() // where commands' keys are, before the first command asks
 	s.log.Info().Str("listen", ln.Addr().String()).Int("masters", s.rl.Masters()).Int("reachable", up).
 		Int("quorum", s.rl.Quorum()).Str("backend", s.be.addr).Msg("redlock-proxy serving")
 	if up < s.rl.Quorum() {
