@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/tidwall/redcon"
 
@@ -329,12 +330,42 @@ func (s *Server) mirrorState(key, token string) int {
 // a semaphore, LOCK.*, Redisson's, one whose mirror was lost), and it
 // reports false.
 func (s *Server) backendFirst(c redcon.Conn, args [][]byte, present func(any) bool) bool {
-	v, err := s.backendValue(args)
+	v, err := s.backendShared(args)
 	if err != nil || present(v) {
 		backendAnswer(c, v, err)
 		return true
 	}
 	return false
+}
+
+// sharedReqs holds the requests of backendShared for reuse.
+var sharedReqs = sync.Pool{New: func() any { return new(muxReq) }}
+
+// backendShared is backendValue on the shared backend connection (mux.go),
+// in RESP2 as backendValue's: the reads of data beside locks, which every
+// GET of a lock key makes, then go out with every other client's commands,
+// one write for many, pipelined GETs included (each runs on its own,
+// pipeline.go), instead of a round trip each on a pooled connection of
+// their own (and, with more in flight than the pool keeps, a connection
+// dialled and closed for each).
+func (s *Server) backendShared(args [][]byte) (any, error) {
+	r := sharedReqs.Get().(*muxReq)
+	defer sharedReqs.Put(r)
+	out, got, err := s.mux.do(r, []redcon.Command{{Args: args}})
+	switch {
+	case got < 1 && err == nil:
+		return nil, errMuxClosed
+	case got < 1:
+		return nil, err
+	}
+	v, err := wire.ParseValue(out)
+	if err != nil {
+		return nil, err
+	}
+	if er, ok := v.(wire.ErrorReply); ok {
+		return nil, er
+	}
+	return v, nil
 }
 
 // cmdRename runs RENAME and RENAMENX on the backend. Where the backend
