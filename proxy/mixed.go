@@ -368,6 +368,56 @@ func (s *Server) backendShared(args [][]byte) (any, error) {
 	return v, nil
 }
 
+// batchedRead reports whether a command is a GET of a lock key that may
+// pass through with the plain commands around it where the backend holds
+// data beside the locks: one batch, one write, on the shared connection;
+// the batch's replies are then looked at (writeBatched), and a GET the
+// backend answered with nil is answered by the quorum, as cmdGet does.
+// Not for a client whose commands run on a backend connection of its own
+// (WATCH, subscribed, tracking), and, where c is a session (nil: one that
+// is known not to be), not while lock operations of its connection are in
+// flight: a GET then runs beside them (pipeline.go), as any read of a lock
+// key does.
+func (s *Server) batchedRead(c redcon.Conn, st *client, e *command, args [][]byte) bool {
+	if !s.mixed() || e == nil || e.name != "get" || len(args) != 2 || st.pinned != nil || st.sub != nil || st.multi ||
+		!s.isLockKey(args[1]) {
+		return false
+	}
+	if ss, ok := c.(*session); ok && ss.busy() {
+		return false
+	}
+	return s.refusal(st, e, args) == ""
+}
+
+// writeBatched writes the replies (out) of a batch sent on the shared
+// connection (r, its request: where each reply ends): as they are, but
+// for a GET of a lock key the backend answered with nil, which the quorum
+// answers (a lock without a mirror: cmdGet). The batch's other commands
+// are data commands, which never change a master, so the quorum's answer
+// is the one it had before them.
+func (s *Server) writeBatched(c redcon.Conn, r *muxReq, batch []redcon.Command, out []byte) {
+	from, start := 0, 0
+	for i, cmd := range batch {
+		end := r.ends[i]
+		if isNilReply(out[start:end]) && len(cmd.Args) == 2 && s.isLockKey(cmd.Args[1]) {
+			if e := lookup(cmd.Args[0]); e != nil && e.name == "get" {
+				c.WriteRaw(out[from:start])
+				s.quorumGet(c, cmd.Args)
+				from = end
+			}
+		}
+		start = end
+	}
+	if from < len(out) {
+		c.WriteRaw(out[from:])
+	}
+}
+
+// isNilReply reports whether a reply is nil, in RESP2 or RESP3.
+func isNilReply(b []byte) bool {
+	return string(b) == "$-1\r\n" || string(b) == "_\r\n"
+}
+
 // cmdRename runs RENAME and RENAMENX on the backend. Where the backend
 // holds data beside the locks, a lock renamed away, or overwritten at the
 // destination, ends as on one Redis: once the backend renamed the key,

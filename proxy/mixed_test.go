@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -191,4 +192,56 @@ func TestDataReadsCostNoQuorumRoundTrip(t *testing.T) {
 		}
 		return n >= 2
 	})
+}
+
+// Pipelined GETs of lock keys pass through with the data commands around
+// them, in one batch; one the backend answers with nil — a lock without a
+// mirror, here written on the masters directly — is answered by the
+// quorum, in its place among the replies, in RESP2 and RESP3, in short
+// pipelines and in one longer than a batch on the shared connection.
+func TestPipelinedReadsOfLocksWithoutMirror(t *testing.T) {
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
+	ctx := context.Background()
+	for _, m := range e.masters {
+		c := m.Client()
+		err := c.Set(ctx, "bare", "tokX", time.Minute).Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, proto := range []int{2, 3} {
+		c := redis.NewClient(&redis.Options{Addr: e.addr, Protocol: proto, MaxRetries: -1})
+		for _, rounds := range []int{1, 40} {
+			pipe := c.Pipeline()
+			var want []any
+			for i := range rounds {
+				a := "a" + strconv.Itoa(i)
+				pipe.Do(ctx, "set", a, "1")
+				pipe.Do(ctx, "get", "bare")
+				pipe.Do(ctx, "get", "absent")
+				pipe.Do(ctx, "incr", "cnt"+strconv.Itoa(proto)+"-"+strconv.Itoa(rounds))
+				pipe.Do(ctx, "get", a)
+				want = append(want, "OK", "tokX", nil, int64(i+1), "1")
+			}
+			cmds, err := pipe.Exec(ctx)
+			if err != nil && err != redis.Nil {
+				t.Fatalf("RESP%d, %d rounds: %v", proto, rounds, err)
+			}
+			for i, cmd := range cmds {
+				v, err := cmd.(*redis.Cmd).Result()
+				if err == redis.Nil {
+					v, err = nil, nil
+				}
+				if err != nil || v != want[i] {
+					t.Fatalf("RESP%d, %d rounds, reply %d to %v: %v, %v; want %v", proto, rounds, i, cmd.Args(), v, err, want[i])
+				}
+			}
+		}
+		c.Close()
+	}
+	if v, err := be.Client().Get(ctx, "bare").Result(); err != redis.Nil {
+		t.Fatalf("the backend holds bare: %q, %v", v, err)
+	}
 }
