@@ -17,7 +17,14 @@
 //     same masters, and node-redis 4 through the proxy vs one Redis; with
 //     the CPU of the whole machine per lock+release pair;
 //  7. redis-benchmark SET … NX PX through the proxy from one connection,
-//     pipelined, vs as many connections with one command in flight each.
+//     pipelined, vs as many connections with one command in flight each;
+//  8. the proxy's RSS with 10,000 idle subscribers;
+//  9. data commands (GET, SET, INCR) with redis-benchmark through a proxy
+//     in the configuration scripts/run.sh starts — a backend of its own
+//     and lock_keys = ["*"], where every key may be a lock and data beside
+//     locks passes through (mixed mode, proxy/mixed.go) — vs Redis direct
+//     (-P 1) and vs twemproxy (-P 16), and beside a proxy with
+//     lock_keys = ["lock:*"], where those keys are no lock keys at all.
 //
 // A second table (budget.go) sets each throughput target beside the CPU it
 // leaves the proxy on this machine, which the load generator and the Redis
@@ -66,7 +73,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 50, "concurrent clients (go-redsync goroutines and redis-benchmark -c)")
 	flag.IntVar(&o.conns, "conns", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&o.binary, "proxy-bin", "", "redlock-proxy binary to measure (default: build ./cmd/redlock-proxy)")
-	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7,8", "rows to measure, comma-separated")
+	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7,8,9", "rows to measure, comma-separated")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
 	flag.IntVar(&o.procs, "procs", 1, "proxy.procs of every proxy started (threads running its Go code; 0: Go's default, one per CPU)")
@@ -138,10 +145,10 @@ func run(o options, ps *procs, out io.Writer) error {
 	started := time.Now()
 	info := machineInfo()
 	need := []string{"redis-server"}
-	if o.rows["3"] || o.rows["4"] || o.rows["7"] {
+	if o.rows["3"] || o.rows["4"] || o.rows["7"] || o.rows["9"] {
 		need = append(need, "redis-benchmark")
 	}
-	if o.rows["4"] {
+	if o.rows["4"] || o.rows["9"] {
 		need = append(need, "nutcracker")
 	}
 	for _, n := range need {
@@ -201,7 +208,7 @@ func run(o options, ps *procs, out io.Writer) error {
 		return err
 	}
 	var proxies []*proc
-	var p3, p5, pp, twem *proc
+	var p3, p5, pp, pm, twem *proc
 	if o.rows["1"] || o.rows["2"] || o.rows["3"] || o.rows["6"] || o.rows["7"] {
 		if p3, err = ps.startProxy("proxy-3masters", binary, proxyConfig{masters: m3, lockKeys: []string{"*"}}); err != nil {
 			return err
@@ -214,7 +221,7 @@ func run(o options, ps *procs, out io.Writer) error {
 		}
 		proxies = append(proxies, p5)
 	}
-	if o.rows["4"] {
+	if o.rows["4"] || o.rows["9"] {
 		if pp, err = ps.startProxy("proxy-passthrough", binary, proxyConfig{masters: m3, backend: single.addr, lockKeys: []string{"lock:*"}}); err != nil {
 			return err
 		}
@@ -223,9 +230,17 @@ func run(o options, ps *procs, out io.Writer) error {
 			return err
 		}
 	}
+	if o.rows["9"] {
+		// What scripts/run.sh starts: a backend of the application's own,
+		// every key a lock key (mixed mode).
+		if pm, err = ps.startProxy("proxy-mixed", binary, proxyConfig{masters: m3, backend: single.addr, lockKeys: []string{"*"}}); err != nil {
+			return err
+		}
+		proxies = append(proxies, pm)
+	}
 	allRedis := append(append(append([]string{}, m3...), m5...), single.addr)
 	// The Redis servers each target's commands end on, for the CPU budget.
-	serversOf := map[*proc][]*proc{single: {single}, p3: m3p, p5: m5p, pp: {single}, twem: {single}}
+	serversOf := map[*proc][]*proc{single: {single}, p3: m3p, p5: m5p, pp: {single}, pm: {single}, twem: {single}}
 
 	// Rows 1 and 2: go-redsync. The configurations take turns in each
 	// repetition so that a noisy neighbour hits all of them alike.
@@ -572,6 +587,32 @@ func run(o options, ps *procs, out io.Writer) error {
 			}
 		}
 		r.notes = append(r.notes, "passthrough proxy: lock_keys = [\"lock:*\"], backend = the single Redis, so redis-benchmark's key:… keys pass through; twemproxy: nutcracker with one server, server_connections 1 (its default), preconnect")
+	}
+
+	// Row 9: data commands in mixed mode.
+	if o.rows["9"] {
+		// -r 1000: the SET test writes every one of 1,000 keys many times
+		// over before the GET test reads them (n ≥ 20,000), so every GET
+		// finds its key on the backend, as a cache's or a counter's reads
+		// mostly do; the keys differ, so a connection's pipelined commands
+		// rarely share one.
+		for _, pl := range []string{"16", "1"} {
+			key := "data" + pl
+			got, ok := sized("data -P "+pl, key, []*proc{pm, pp, twem, single}, []string{"mixed", "prefix", "twemproxy", "direct"}, 3, []string{single.addr}, nil,
+				"-c", c, "-P", pl, "-r", "1000", "-t", "set,get,incr")
+			if !ok {
+				continue
+			}
+			for name, tests := range got {
+				for test, vs := range tests {
+					for _, v := range vs {
+						r.add(key+"."+name+"."+test, v.rps)
+						r.add(key+"."+name+"."+test+".p99", v.p99ms)
+					}
+				}
+			}
+		}
+		r.notes = append(r.notes, "row 9: mixed proxy: backend = the single Redis, lock_keys = [\"*\"] (as scripts/run.sh starts it: every key may be a lock; GET asks the backend first, SET without NX and INCR pass through); prefix proxy: the same backend with lock_keys = [\"lock:*\"], so redis-benchmark's key:… and counter:… keys are no lock keys; twemproxy and Redis direct as in row 4")
 	}
 
 	// Every long-running proxy must still be up.

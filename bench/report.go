@@ -264,6 +264,32 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 			proxy: micros(orNaN(r, "mux.one.machine")), baseline: micros(orNaN(r, "mux.many.machine")),
 			ratio: ratioOf(r, "mux.one.machine", "mux.many.machine"), target: "—"})
 	}
+	if o.rows["9"] {
+		for _, d := range []struct {
+			key, pl, base, baseName, target string
+			min                             float64
+		}{
+			{"data16", "16", "twemproxy", "twemproxy", "≥ 1.5×", 1.5},
+			{"data1", "1", "direct", "Redis direct", "≥ 0.9×", 0.9},
+		} {
+			k := func(name, test string) string { return d.key + "." + name + "." + test }
+			for _, t := range dataTests {
+				add(row{what: "9. data " + t + " -P " + d.pl + ", ops/s: mixed proxy (own backend, lock_keys [\"*\"]) vs " + d.baseName,
+					proxy: rate(orNaN(r, k("mixed", t))), baseline: rate(orNaN(r, k(d.base, t))),
+					ratio: ratioOf(r, k("mixed", t), k(d.base, t)), target: d.target, min: d.min})
+			}
+			mixed, prefix, base := allTests(r, d.key+".mixed"), allTests(r, d.key+".prefix"), allTests(r, d.key+"."+d.base)
+			add(row{what: "9. data SET+GET+INCR -P " + d.pl + ", ops/s, as many of each: mixed proxy vs " + d.baseName,
+				proxy: rate(mixed), baseline: rate(base), ratio: mixed / base, target: d.target, min: d.min})
+			add(row{what: "9. data SET+GET+INCR -P " + d.pl + ", ops/s: prefix proxy (own backend, lock_keys [\"lock:*\"]) vs " + d.baseName,
+				proxy: rate(prefix), baseline: rate(base), ratio: prefix / base, target: "—"})
+			add(row{what: "9. data SET+GET+INCR -P " + d.pl + ", ops/s: mixed proxy vs prefix proxy",
+				proxy: rate(mixed), baseline: rate(prefix), ratio: mixed / prefix, target: "—"})
+			add(row{what: "9. data -P " + d.pl + ", CPU (user+system) per command, µs: mixed proxy vs prefix proxy process",
+				proxy: micros(orNaN(r, d.key+".mixed.cpu")), baseline: micros(orNaN(r, d.key+".prefix.cpu")),
+				ratio: ratioOf(r, d.key+".mixed.cpu", d.key+".prefix.cpu"), target: "—"})
+		}
+	}
 	if o.rows["8"] {
 		add(row{what: fmt.Sprintf("8. proxy RSS: with %d idle subscribers (proxy) vs before they connect (baseline)", o.conns),
 			proxy: fmtMB(orNaN(r, "subs.with")), baseline: fmtMB(orNaN(r, "subs.before")), ratio: ratioOf(r, "subs.with", "subs.before"), target: "—"})
@@ -312,6 +338,24 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	for _, p := range r.problems {
 		fmt.Fprintf(out, "- %s\n", strings.ReplaceAll(p, "\n", " ⏎ "))
 	}
+}
+
+// dataTests are row 9's redis-benchmark tests.
+var dataTests = []string{"SET", "GET", "INCR"}
+
+// allTests is the rate of a row 9 run of SET, GET and INCR, the same
+// number of each: 3n commands over the time the three took (medians of
+// each test's rate); NaN unless all three were measured.
+func allTests(r *results, key string) float64 {
+	sum := 0.0
+	for _, t := range dataTests {
+		v := orNaN(r, key+"."+t)
+		if math.IsNaN(v) || v == 0 {
+			return math.NaN()
+		}
+		sum += 1 / v
+	}
+	return float64(len(dataTests)) / sum
 }
 
 func fmtMB(v float64) string {

@@ -134,7 +134,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			s.forward(c, st, cmd.Args, false)
 			return
 		}
-	} else if s.plainPassthrough(st, e, cmd.Args) {
+	} else if s.plainPassthrough(st, e, cmd.Args) || s.batchedRead(c, st, e, cmd.Args) {
 		// Its reply queues behind any lock operations in flight.
 		// Done with the arguments when it returns: the shared and the
 		// pinned backend connections copy them into their write before
@@ -207,7 +207,17 @@ const maxBatch = 256
 func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) {
 	next := c.PeekPipeline()
 	n := 0
-	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 && s.plainPassthrough(st, lookup(next[n].Args[0]), next[n].Args) {
+	// reads: GETs of lock keys joined (batchedRead), whose replies are
+	// looked at: the batch goes on the shared connection.
+	reads := s.mixed() && s.batchedRead(nil, st, lookup(cmd.Args[0]), cmd.Args)
+	for n < len(next) && n+1 < maxBatch && len(next[n].Args) > 0 {
+		e := lookup(next[n].Args[0])
+		if !s.plainPassthrough(st, e, next[n].Args) {
+			if !s.batchedRead(nil, st, e, next[n].Args) {
+				break
+			}
+			reads = true
+		}
 		n++
 	}
 	ss, _ := c.(*session)
@@ -221,19 +231,29 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		rest = c.ReadPipeline()
 		batch = append(batch, rest[:n]...)
 	}
-	if st.pinned != nil || len(batch) > muxMaxBatch {
+	var r *muxReq // the session's own, reused
+	if ss != nil {
+		if ss.req == nil {
+			ss.req = new(muxReq)
+		}
+		r = ss.req
+	}
+	switch {
+	case reads:
+		// On the shared connection (no client with reads has one of its
+		// own), in turns of at most muxMaxBatch, whose replies are held
+		// at once.
+		for b := batch; len(b) > 0; {
+			k := min(len(b), muxMaxBatch)
+			s.forwardShared(c, r, b[:k])
+			b = b[k:]
+		}
+	case st.pinned != nil || len(batch) > muxMaxBatch:
 		// After WATCH: stay on the client's connection. A long batch gets a
 		// connection of its own, its replies passed on one by one, so that
 		// they are not all held at once for a client that reads slowly.
 		s.forwardMany(c, st, batch)
-	} else {
-		var r *muxReq // the session's own, reused
-		if ss != nil {
-			if ss.req == nil {
-				ss.req = new(muxReq)
-			}
-			r = ss.req
-		}
+	default:
 		s.forwardShared(c, r, batch)
 	}
 	if ss != nil {
@@ -253,9 +273,16 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 // backend connection (mux.go), with r as its request (nil: a new one).
 func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command) {
 	s.m.Passthrough.Add(float64(len(batch)))
+	if r == nil && s.mixed() {
+		r = new(muxReq) // its reply ends are read below
+	}
 	out, got, err := s.muxFor(c).do(r, batch)
 	if got > 0 {
-		c.WriteRaw(out)
+		if s.mixed() {
+			s.writeBatched(c, r, batch[:got], out)
+		} else {
+			c.WriteRaw(out)
+		}
 		handOver(c)
 	}
 	if err != nil {

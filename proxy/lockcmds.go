@@ -172,6 +172,11 @@ func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if s.mixed() && s.backendFirst(st, c, args, func(v any) bool { return v != nil }) {
 		return
 	}
+	s.quorumGet(st, c, args)
+}
+
+// quorumGet answers GET of a lock key (args) from the quorum.
+func (s *Server) quorumGet(st *client, c redcon.Conn, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/tidwall/redcon"
 
@@ -333,12 +334,93 @@ func (s *Server) mirrorState(st *client, key, token string) int {
 // a semaphore, LOCK.*, Redisson's, one whose mirror was lost), and it
 // reports false.
 func (s *Server) backendFirst(st *client, c redcon.Conn, args [][]byte, present func(any) bool) bool {
-	v, err := s.backendValue(st, args)
+	v, err := s.backendShared(st, args)
 	if err != nil || present(v) {
 		backendAnswer(c, v, err)
 		return true
 	}
 	return false
+}
+
+// sharedReqs holds the requests of backendShared for reuse.
+var sharedReqs = sync.Pool{New: func() any { return new(muxReq) }}
+
+// backendShared is backendValue on the shared backend connection (mux.go),
+// in RESP2 as backendValue's: the reads of data beside locks, which every
+// GET of a lock key makes, then go out with every other client's commands,
+// one write for many, pipelined GETs included (each runs on its own,
+// pipeline.go), instead of a round trip each on a pooled connection of
+// their own (and, with more in flight than the pool keeps, a connection
+// dialled and closed for each).
+func (s *Server) backendShared(st *client, args [][]byte) (any, error) {
+	r := sharedReqs.Get().(*muxReq)
+	defer sharedReqs.Put(r)
+	out, got, err := s.dbOf(st).mux.do(r, []redcon.Command{{Args: args}})
+	switch {
+	case got < 1 && err == nil:
+		return nil, errMuxClosed
+	case got < 1:
+		return nil, err
+	}
+	v, err := wire.ParseValue(out)
+	if err != nil {
+		return nil, err
+	}
+	if er, ok := v.(wire.ErrorReply); ok {
+		return nil, er
+	}
+	return v, nil
+}
+
+// batchedRead reports whether a command is a GET of a lock key that may
+// pass through with the plain commands around it where the backend holds
+// data beside the locks: one batch, one write, on the shared connection;
+// the batch's replies are then looked at (writeBatched), and a GET the
+// backend answered with nil is answered by the quorum, as cmdGet does.
+// Not for a client whose commands run on a backend connection of its own
+// (WATCH, subscribed, tracking), and, where c is a session (nil: one that
+// is known not to be), not while lock operations of its connection are in
+// flight: a GET then runs beside them (pipeline.go), as any read of a lock
+// key does.
+func (s *Server) batchedRead(c redcon.Conn, st *client, e *command, args [][]byte) bool {
+	if !s.mixed() || e == nil || e.name != "get" || len(args) != 2 || st.pinned != nil || st.sub != nil || st.multi ||
+		!s.isLockKey(args[1]) {
+		return false
+	}
+	if ss, ok := c.(*session); ok && ss.busy() {
+		return false
+	}
+	return s.refusal(st, e, args) == ""
+}
+
+// writeBatched writes the replies (out) of a batch sent on the shared
+// connection (r, its request: where each reply ends): as they are, but
+// for a GET of a lock key the backend answered with nil, which the quorum
+// answers (a lock without a mirror: cmdGet). The batch's other commands
+// are data commands, which never change a master, so the quorum's answer
+// is the one it had before them.
+func (s *Server) writeBatched(c redcon.Conn, r *muxReq, batch []redcon.Command, out []byte) {
+	st, _ := c.Context().(*client)
+	from, start := 0, 0
+	for i, cmd := range batch {
+		end := r.ends[i]
+		if isNilReply(out[start:end]) && len(cmd.Args) == 2 && s.isLockKey(cmd.Args[1]) {
+			if e := lookup(cmd.Args[0]); e != nil && e.name == "get" {
+				c.WriteRaw(out[from:start])
+				s.quorumGet(st, c, cmd.Args)
+				from = end
+			}
+		}
+		start = end
+	}
+	if from < len(out) {
+		c.WriteRaw(out[from:])
+	}
+}
+
+// isNilReply reports whether a reply is nil, in RESP2 or RESP3.
+func isNilReply(b []byte) bool {
+	return string(b) == "$-1\r\n" || string(b) == "_\r\n"
 }
 
 // cmdRename runs RENAME and RENAMENX on the backend. Where the backend

@@ -1,8 +1,13 @@
 package proxy_test
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -121,4 +126,155 @@ func TestFlushDBKeepsLocks(t *testing.T) {
 		}
 	}
 	mustEqual(t, "the new lock on every master", count(e.onMasters("lk"), "other"), 3)
+}
+
+// masterKeyCommands counts, per master, the commands it has run on keys
+// (INFO commandstats, the commands a script runs included), leaving out
+// the proxy's background checks: the settings script (TIME, HSET, HGETALL,
+// HDEL), INFO, PING and connection set-up. EVAL and EVALSHA are left out
+// too: what a script does on a key counts as its commands (a quorum read
+// runs STRLEN, GET and PTTL).
+func masterKeyCommands(t *testing.T, masters []*redistest.Server) []int64 {
+	t.Helper()
+	skip := map[string]bool{"eval": true, "evalsha": true, "script": true, "time": true, "hset": true, "hgetall": true,
+		"hdel": true, "info": true, "ping": true, "hello": true, "client": true, "command": true, "config": true,
+		"select": true, "auth": true}
+	var out []int64
+	for _, m := range masters {
+		c := m.Client()
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, l := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls=")
+			name, isCmd := strings.CutPrefix(name, "cmdstat_")
+			if !ok || !isCmd || skip[name] {
+				continue
+			}
+			calls, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(calls, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO commandstats line %q", l)
+			}
+			n += v
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// In the deployment scripts/run.sh starts (a backend of its own, every key
+// a lock key), data commands cost no quorum round trip: GET, PTTL and TTL
+// of a key the backend holds — data or a lock's mirror — are answered by
+// the backend, and SET and INCR run there alone, one by one or pipelined;
+// no master runs a command on a key for them. A read of a key the backend
+// does not hold asks the quorum (a lock may have no mirror), and the
+// masters' counts show it: the count sees quorum reads.
+func TestDataReadsCostNoQuorumRoundTrip(t *testing.T) {
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
+	ctx := context.Background()
+	for _, cmd := range [][]any{{"set", "page", "v"}, {"incr", "hits"}, {"set", "lk", "tok", "nx", "px", "60000"}} {
+		if err := e.c.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	// Every master has taken the lock before the count starts.
+	eventually(t, "the lock on every master", func() bool { return count(e.onMasters("lk"), "tok") == 3 })
+	before := masterKeyCommands(t, e.masters)
+	data := [][]any{{"get", "page"}, {"get", "hits"}, {"get", "lk"}, {"pttl", "lk"}, {"ttl", "page"},
+		{"set", "page", "v2"}, {"incr", "hits"}, {"get", "page"}}
+	for range 20 {
+		for _, cmd := range data {
+			if err := e.c.Do(ctx, cmd...).Err(); err != nil {
+				t.Fatalf("%v: %v", cmd, err)
+			}
+		}
+		pipe := e.c.Pipeline()
+		for _, cmd := range data {
+			pipe.Do(ctx, cmd...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("pipelined: %v", err)
+		}
+	}
+	if got, err := e.c.Get(ctx, "lk").Result(); err != nil || got != "tok" {
+		t.Fatalf("GET lk: %q, %v", got, err)
+	}
+	after := masterKeyCommands(t, e.masters)
+	for i := range after {
+		if after[i] != before[i] {
+			t.Errorf("master %d ran %d commands on keys for %d data commands the backend answers", i+1, after[i]-before[i], 2*20*len(data)+1)
+		}
+	}
+	// The control: reads of a key the backend does not hold go to the quorum.
+	for range 10 {
+		if err := e.c.Get(ctx, "absent").Err(); err != redis.Nil {
+			t.Fatalf("GET absent: %v", err)
+		}
+	}
+	eventually(t, "10 reads of an absent key counted on a majority of masters", func() bool {
+		n := 0
+		for i, v := range masterKeyCommands(t, e.masters) {
+			if v-after[i] >= 10 {
+				n++
+			}
+		}
+		return n >= 2
+	})
+}
+
+// Pipelined GETs of lock keys pass through with the data commands around
+// them, in one batch; one the backend answers with nil — a lock without a
+// mirror, here written on the masters directly — is answered by the
+// quorum, in its place among the replies, in RESP2 and RESP3, in short
+// pipelines and in one longer than a batch on the shared connection.
+func TestPipelinedReadsOfLocksWithoutMirror(t *testing.T) {
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
+	ctx := context.Background()
+	for _, m := range e.masters {
+		c := m.Client()
+		err := c.Set(ctx, "bare", "tokX", time.Minute).Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, proto := range []int{2, 3} {
+		c := redis.NewClient(&redis.Options{Addr: e.addr, Protocol: proto, MaxRetries: -1})
+		for _, rounds := range []int{1, 40} {
+			pipe := c.Pipeline()
+			var want []any
+			for i := range rounds {
+				a := "a" + strconv.Itoa(i)
+				pipe.Do(ctx, "set", a, "1")
+				pipe.Do(ctx, "get", "bare")
+				pipe.Do(ctx, "get", "absent")
+				pipe.Do(ctx, "incr", "cnt"+strconv.Itoa(proto)+"-"+strconv.Itoa(rounds))
+				pipe.Do(ctx, "get", a)
+				want = append(want, "OK", "tokX", nil, int64(i+1), "1")
+			}
+			cmds, err := pipe.Exec(ctx)
+			if err != nil && err != redis.Nil {
+				t.Fatalf("RESP%d, %d rounds: %v", proto, rounds, err)
+			}
+			for i, cmd := range cmds {
+				v, err := cmd.(*redis.Cmd).Result()
+				if err == redis.Nil {
+					v, err = nil, nil
+				}
+				if err != nil || v != want[i] {
+					t.Fatalf("RESP%d, %d rounds, reply %d to %v: %v, %v; want %v", proto, rounds, i, cmd.Args(), v, err, want[i])
+				}
+			}
+		}
+		c.Close()
+	}
+	if v, err := be.Client().Get(ctx, "bare").Result(); err != redis.Nil {
+		t.Fatalf("the backend holds bare: %q, %v", v, err)
+	}
 }

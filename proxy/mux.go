@@ -40,6 +40,7 @@ type muxReq struct {
 	out  []byte // the raw replies, one after the other
 	got  int    // replies read
 	end  int    // len(out) after the last whole reply
+	ends []int  // len(out) after each whole reply
 	err  error
 	done chan struct{} // receives once, when finished
 	conn *muxConn      // the connection it was submitted to
@@ -61,7 +62,7 @@ func (r *muxReq) reset(cmds []redcon.Command) {
 		// read theirs without growing the buffer.
 		r.out = make([]byte, 0, 32*len(cmds))
 	}
-	r.cmds, r.out, r.got, r.end, r.err, r.conn = cmds, r.out[:0], 0, 0, nil, nil
+	r.cmds, r.out, r.got, r.end, r.err, r.conn, r.ends = cmds, r.out[:0], 0, 0, nil, nil, r.ends[:0]
 }
 
 // finish ends r; it is called once per batch.
@@ -209,6 +210,7 @@ func (m *muxConn) reader() {
 				}
 				r.got++
 				r.end = len(r.out)
+				r.ends = append(r.ends, r.end)
 			}
 		}
 		r.finish(err)
