@@ -1,0 +1,300 @@
+package proxy_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+)
+
+// The commands that test suites and tools send besides an application's
+// own (FLUSHDB between tests, CLIENT LIST in a dashboard, DBSIZE, SCAN and
+// KEYS in a key browser, OBJECT and MEMORY USAGE in a memory report,
+// COMMAND in redis-cli), sent to a plain redis-server and through the proxy
+// holding the same keys and locks, in each configuration, and compared:
+// exactly, or, where a reply legitimately differs (a connection's address,
+// a clock), by its parsed structure.
+
+// toolConfigs are the configurations compared: a voting backend with locks
+// under a prefix, and a backend of its own with every key a lock key and
+// with locks under a prefix.
+var toolConfigs = []struct {
+	name   string
+	voting bool
+	every  bool
+}{
+	{"voting_backend_prefix", true, false},
+	{"own_backend_every_key", false, true},
+	{"own_backend_prefix", false, false},
+}
+
+type toolCase struct {
+	cmd []string
+	// same compares the proxy's reply with Redis's; nil: exactly.
+	same func(t *testing.T, got, want any) bool
+}
+
+func TestToolCommandsLikeRedis(t *testing.T) {
+	for _, c := range toolConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			var own string
+			if !c.voting {
+				own = ownBackend(t)
+			}
+			keys := []string{"lock:*"}
+			if c.every {
+				keys = []string{"*"}
+			}
+			e := newEnv(t, 3, func(cfg *proxy.Config) { cfg.Proxy.LockKeys, cfg.Proxy.Backend = keys, own })
+			plain := startPlain(t)
+			p, r := dialRESP(t, e.addr), dialRESP(t, plain)
+			defer p.close()
+			defer r.close()
+			// The same keys on both sides: data, a lock taken by SET NX,
+			// and one taken by LOCK.ACQUIRE (on Redis, the key it holds).
+			for _, cmd := range [][]string{
+				{"SET", "a", "1"}, {"HSET", "h", "f", "v"}, {"RPUSH", "l", "x", "y"}, {"SADD", "s", "m"},
+				{"SET", "lock:1", "tok", "NX", "PX", "60000"},
+			} {
+				mustSame(t, cmd, p.do(t, cmd...), r.do(t, cmd...))
+			}
+			if got := p.do(t, "LOCK.ACQUIRE", "lock:n", "60000", "TOKEN", "tokn"); !strings.HasPrefix(got, "*") {
+				t.Fatalf("LOCK.ACQUIRE: %q", got)
+			}
+			r.do(t, "SET", "lock:n", "tokn", "PX", "60000")
+
+			cases := []toolCase{
+				{cmd: []string{"EXISTS", "a", "lock:1", "lock:n"}},
+				{cmd: []string{"OBJECT", "ENCODING", "a"}},
+				{cmd: []string{"OBJECT", "ENCODING", "h"}},
+				{cmd: []string{"OBJECT", "ENCODING", "l"}},
+				{cmd: []string{"OBJECT", "REFCOUNT", "h"}},
+				{cmd: []string{"OBJECT", "IDLETIME", "h"}, same: closeInts(5)},
+				{cmd: []string{"OBJECT", "FREQ", "h"}},
+				{cmd: []string{"MEMORY", "USAGE", "h"}},
+				{cmd: []string{"MEMORY", "USAGE", "nope"}},
+				{cmd: []string{"WAIT", "0", "0"}},
+				{cmd: []string{"TIME"}, same: closeInts(2)},
+				{cmd: []string{"COMMAND", "INFO", "get", "set"}},
+				{cmd: []string{"COMMAND", "DOCS", "get"}},
+				{cmd: []string{"COMMAND", "GETKEYS", "set", "a", "b"}},
+				{cmd: []string{"CONFIG", "GET", "maxmemory"}},
+				{cmd: []string{"CONFIG", "GET", "databases"}},
+				{cmd: []string{"CLIENT", "GETNAME"}},
+				{cmd: []string{"CLIENT", "SETNAME", "tool"}},
+				{cmd: []string{"CLIENT", "GETNAME"}},
+				{cmd: []string{"CLIENT", "ID"}, same: bothInts},
+				{cmd: []string{"CLIENT", "INFO"}, same: sameClientLines},
+				{cmd: []string{"CLIENT", "LIST"}, same: sameClientLines},
+				{cmd: []string{"CLIENT", "LIST", "TYPE", "normal"}, same: sameClientLines},
+				{cmd: []string{"CLIENT", "LIST", "TYPE", "pubsub"}},
+				{cmd: []string{"CLIENT", "LIST", "TYPE", "bad"}},
+				{cmd: []string{"CLIENT", "LIST", "ID", "abc"}},
+				{cmd: []string{"CLIENT", "KILL", "ID", "99999"}},
+				{cmd: []string{"CLIENT", "KILL", "ID", "0"}},
+				{cmd: []string{"CLIENT", "KILL", "1.2.3.4:5"}},
+				{cmd: []string{"CLIENT", "KILL", "USER", "nobody"}},
+				{cmd: []string{"CLIENT", "KILL", "ADDR", "1.2.3.4:5"}},
+				{cmd: []string{"CLIENT", "KILL", "ID", "1", "SKIPME", "maybe"}},
+				{cmd: []string{"CLIENT", "KILL", "FOO", "bar"}},
+			}
+			for _, tc := range cases {
+				got, want := p.do(t, tc.cmd...), r.do(t, tc.cmd...)
+				if got == want && tc.same == nil {
+					continue
+				}
+				g, gerr := wire.ParseValue([]byte(got))
+				w, werr := wire.ParseValue([]byte(want))
+				if tc.same == nil || gerr != nil || werr != nil || !tc.same(t, g, w) {
+					t.Errorf("%q:\nproxy %q\nRedis %q", tc.cmd, got, want)
+				}
+			}
+		})
+	}
+}
+
+func mustSame(t *testing.T, cmd []string, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%q:\nproxy %q\nRedis %q", cmd, got, want)
+	}
+}
+
+func strs(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}
+
+func closeInts(tol int64) func(t *testing.T, got, want any) bool {
+	return func(t *testing.T, got, want any) bool {
+		g, w := strs(got), strs(want)
+		if _, ok := got.([]any); !ok {
+			g, w = []string{fmt.Sprint(got)}, []string{fmt.Sprint(want)}
+		}
+		if len(g) == 0 || len(g) != len(w) {
+			return false
+		}
+		gi, err1 := strconv.ParseInt(g[0], 10, 64)
+		wi, err2 := strconv.ParseInt(w[0], 10, 64)
+		return err1 == nil && err2 == nil && abs(gi-wi) <= tol
+	}
+}
+
+func bothInts(t *testing.T, got, want any) bool {
+	_, gok := got.(int64)
+	_, wok := want.(int64)
+	return gok && wok
+}
+
+// clientLines parses CLIENT LIST or CLIENT INFO: a line per client, each
+// its fields in order.
+func clientLines(v any) [][][2]string {
+	s, _ := v.(string)
+	var out [][][2]string
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		var fields [][2]string
+		for _, f := range strings.Split(line, " ") {
+			k, val, _ := strings.Cut(f, "=")
+			fields = append(fields, [2]string{k, val})
+		}
+		out = append(out, fields)
+	}
+	return out
+}
+
+// clientFieldsDiffer says how the proxy's client line differs from Redis's:
+// the same fields in the same order (and lib-name and lib-ver after them,
+// as Redis 7.2 has them), and the same values where they do not name the
+// connection or its buffers.
+func clientFieldsDiffer(g, w [][2]string) string {
+	if len(g) != len(w)+2 || g[len(w)][0] != "lib-name" || g[len(w)+1][0] != "lib-ver" {
+		return fmt.Sprintf("fields %v, Redis %v", g, w)
+	}
+	for i := range w {
+		if g[i][0] != w[i][0] {
+			return fmt.Sprintf("field %d: %s, Redis %s", i, g[i][0], w[i][0])
+		}
+		switch w[i][0] {
+		case "id", "addr", "laddr", "fd", "qbuf", "qbuf-free", "argv-mem", "multi-mem", "rbs", "rbp", "obl", "oll", "omem", "tot-mem", "age", "idle":
+			if _, err := strconv.ParseInt(g[i][1], 10, 64); err != nil && w[i][0] != "addr" && w[i][0] != "laddr" {
+				return fmt.Sprintf("%s=%s is not a number", g[i][0], g[i][1])
+			}
+		default:
+			if g[i][1] != w[i][1] {
+				return fmt.Sprintf("%s=%s, Redis %s", g[i][0], g[i][1], w[i][1])
+			}
+		}
+	}
+	return ""
+}
+
+// sameClientLines: the line of the connection that asked (the proxy may
+// list more clients: the test's other connections) has Redis's fields.
+func sameClientLines(t *testing.T, got, want any) bool {
+	g, w := clientLines(got), clientLines(want)
+	if len(w) != 1 || len(g) == 0 {
+		t.Logf("%d lines, Redis %d", len(g), len(w))
+		return false
+	}
+	for _, line := range g {
+		if fieldOf(line, "name") == fieldOf(w[0], "name") && fieldOf(line, "cmd") == fieldOf(w[0], "cmd") {
+			if why := clientFieldsDiffer(line, w[0]); why != "" {
+				t.Log(why)
+				return false
+			}
+			return true
+		}
+	}
+	t.Logf("no line of the connection asking in %q", got)
+	return false
+}
+
+func fieldOf(line [][2]string, k string) string {
+	for _, f := range line {
+		if f[0] == k {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+var _ = time.Second
+
+// CLIENT LIST lists the proxy's clients, and CLIENT KILL closes them, by
+// each of its filters, with Redis's replies.
+func TestClientListAndKill(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	a, b, c, sub := dialRESP(t, e.addr), dialRESP(t, e.addr), dialRESP(t, e.addr), dialRESP(t, e.addr)
+	defer a.close()
+	for i, conn := range []*respConn{a, b, c, sub} {
+		mustEqual(t, "SETNAME", conn.do(t, "CLIENT", "SETNAME", fmt.Sprintf("c%d", i)), "+OK\r\n")
+	}
+	b.do(t, "CLIENT", "SETINFO", "LIB-NAME", "mylib")
+	c.do(t, "MULTI")
+	c.do(t, "PING")
+	sub.do(t, "SUBSCRIBE", "ch")
+	lineOf := func(list any, name string) [][2]string {
+		for _, l := range clientLines(list) {
+			if fieldOf(l, "name") == name {
+				return l
+			}
+		}
+		t.Fatalf("no client %s in %q", name, list)
+		return nil
+	}
+	list := func(args ...string) any {
+		v, err := wire.ParseValue([]byte(a.do(t, append([]string{"CLIENT", "LIST"}, args...)...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	all := list()
+	for name, want := range map[string]map[string]string{
+		"c0": {"cmd": "client|list", "flags": "N", "multi": "-1", "idle": "0"},
+		"c1": {"cmd": "client|setinfo", "lib-name": "mylib", "sub": "0"},
+		"c2": {"cmd": "ping", "flags": "x", "multi": "1"},
+		"c3": {"cmd": "subscribe", "flags": "P", "sub": "1"},
+	} {
+		l := lineOf(all, name)
+		for k, v := range want {
+			mustEqual(t, name+" "+k, fieldOf(l, k), v)
+		}
+		mustEqual(t, name+" laddr", fieldOf(l, "laddr"), e.addr)
+	}
+	if n := len(clientLines(list("TYPE", "pubsub"))); n != 1 {
+		t.Fatalf("TYPE pubsub: %d clients", n)
+	}
+	idB := fieldOf(lineOf(all, "c1"), "id")
+	mustEqual(t, "CLIENT ID", b.do(t, "CLIENT", "ID"), ":"+idB+"\r\n")
+	mustEqual(t, "LIST ID", fieldOf(clientLines(list("ID", idB, "99999"))[0], "name"), "c1")
+
+	gone := func(conn *respConn, what string) {
+		t.Helper()
+		_ = conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.r.ReadByte(); err == nil {
+			t.Fatalf("%s: the connection is still open", what)
+		}
+	}
+	mustEqual(t, "KILL ID", a.do(t, "CLIENT", "KILL", "ID", idB), ":1\r\n")
+	gone(b, "KILL ID")
+	mustEqual(t, "KILL addr (old form)", a.do(t, "CLIENT", "KILL", fieldOf(lineOf(all, "c2"), "addr")), "+OK\r\n")
+	gone(c, "KILL addr")
+	mustEqual(t, "KILL ADDR gone", a.do(t, "CLIENT", "KILL", "ADDR", fieldOf(lineOf(all, "c2"), "addr")), ":0\r\n")
+	mustEqual(t, "KILL TYPE pubsub", a.do(t, "CLIENT", "KILL", "TYPE", "pubsub"), ":1\r\n")
+	gone(sub, "KILL TYPE")
+	d := dialRESP(t, e.addr)
+	d.do(t, "PING")
+	mustEqual(t, "KILL LADDR", a.do(t, "CLIENT", "KILL", "LADDR", e.addr), ":1\r\n") // SKIPME yes by default
+	gone(d, "KILL LADDR")
+	mustEqual(t, "KILL USER SKIPME no", a.do(t, "CLIENT", "KILL", "USER", "default", "SKIPME", "no"), ":1\r\n")
+	gone(a, "KILL itself")
+}
