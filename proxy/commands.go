@@ -42,7 +42,7 @@ func init() {
 	handlers := map[string]handler{
 		"ping": cmdPing, "echo": cmdEcho, "quit": cmdQuit, "hello": cmdHello,
 		"client": cmdClient, "info": cmdInfo, "select": cmdSelect, "auth": cmdAuth,
-		"reset": cmdReset,
+		"reset": cmdReset, "command": cmdCommand,
 
 		"set": cmdSet, "setnx": cmdSetNX, "get": cmdGet, "exists": cmdExists,
 		"del": cmdDel, "unlink": cmdDel, "pttl": cmdPTTL, "ttl": cmdPTTL,

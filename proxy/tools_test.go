@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +32,9 @@ var toolConfigs = []struct {
 	{"own_backend_every_key", false, true},
 	{"own_backend_prefix", false, false},
 }
+
+// proxyCommands are the commands the proxy serves that a Redis has not.
+var proxyCommands = []string{"lock.acquire", "lock.extend", "lock.info", "lock.release"}
 
 type toolCase struct {
 	cmd []string
@@ -79,9 +83,14 @@ func TestToolCommandsLikeRedis(t *testing.T) {
 				{cmd: []string{"MEMORY", "USAGE", "nope"}},
 				{cmd: []string{"WAIT", "0", "0"}},
 				{cmd: []string{"TIME"}, same: closeInts(2)},
+				{cmd: []string{"COMMAND", "COUNT"}, same: countPlus(int64(len(proxyCommands)))},
+				{cmd: []string{"COMMAND", "LIST"}, same: namesPlus},
+				{cmd: []string{"COMMAND"}, same: commandNamesPlus},
 				{cmd: []string{"COMMAND", "INFO", "get", "set"}},
+				{cmd: []string{"COMMAND", "INFO", "lock.acquire"}, same: oneEntry},
 				{cmd: []string{"COMMAND", "DOCS", "get"}},
 				{cmd: []string{"COMMAND", "GETKEYS", "set", "a", "b"}},
+				{cmd: []string{"COMMAND", "GETKEYS", "lock.acquire", "lk", "100"}, same: isKeys("lk")},
 				{cmd: []string{"CONFIG", "GET", "maxmemory"}},
 				{cmd: []string{"CONFIG", "GET", "databases"}},
 				{cmd: []string{"CLIENT", "GETNAME"}},
@@ -133,6 +142,13 @@ func strs(v any) []string {
 	return out
 }
 
+func sameSet(t *testing.T, got, want any) bool {
+	g, w := strs(got), strs(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	return slices.Equal(g, w)
+}
+
 func closeInts(tol int64) func(t *testing.T, got, want any) bool {
 	return func(t *testing.T, got, want any) bool {
 		g, w := strs(got), strs(want)
@@ -152,6 +168,74 @@ func bothInts(t *testing.T, got, want any) bool {
 	_, gok := got.(int64)
 	_, wok := want.(int64)
 	return gok && wok
+}
+
+func countPlus(n int64) func(t *testing.T, got, want any) bool {
+	return func(t *testing.T, got, want any) bool {
+		g, gok := got.(int64)
+		w, wok := want.(int64)
+		return gok && wok && g == w+n
+	}
+}
+
+func namesPlus(t *testing.T, got, want any) bool {
+	return sameSet(t, got, append(want.([]any), anys(proxyCommands)...))
+}
+
+// commandNamesPlus compares COMMAND's replies by their commands' names,
+// and the commands Redis has entry for entry.
+func commandNamesPlus(t *testing.T, got, want any) bool {
+	byName := func(v any) map[string]string {
+		m := map[string]string{}
+		a, _ := v.([]any)
+		for _, e := range a {
+			ea, _ := e.([]any)
+			if len(ea) > 0 {
+				m[fmt.Sprint(ea[0])] = fmt.Sprint(sortedDeep(ea))
+			}
+		}
+		return m
+	}
+	g, w := byName(got), byName(want)
+	for _, n := range proxyCommands {
+		if g[n] == "" {
+			t.Logf("COMMAND: no entry for %s", n)
+			return false
+		}
+		delete(g, n)
+	}
+	if len(g) != len(w) {
+		t.Logf("COMMAND: %d entries, Redis %d", len(g), len(w))
+		return false
+	}
+	for n, e := range w {
+		if g[n] != e {
+			t.Logf("COMMAND: %s: %s, Redis %s", n, g[n], e)
+			return false
+		}
+	}
+	return true
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+func oneEntry(t *testing.T, got, want any) bool {
+	g, _ := got.([]any)
+	if len(g) != 1 {
+		return false
+	}
+	e, _ := g[0].([]any)
+	return len(e) >= 7 && fmt.Sprint(e[0]) == "lock.acquire"
+}
+
+func isKeys(keys ...string) func(t *testing.T, got, want any) bool {
+	return func(t *testing.T, got, want any) bool { return slices.Equal(strs(got), keys) }
 }
 
 // clientLines parses CLIENT LIST or CLIENT INFO: a line per client, each
