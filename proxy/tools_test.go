@@ -72,6 +72,13 @@ func TestToolCommandsLikeRedis(t *testing.T) {
 			r.do(t, "SET", "lock:n", "tokn", "PX", "60000")
 
 			cases := []toolCase{
+				{cmd: []string{"DBSIZE"}},
+				{cmd: []string{"KEYS", "*"}, same: sameSet},
+				{cmd: []string{"KEYS", "lock:*"}, same: sameSet},
+				{cmd: []string{"SCAN", "0", "COUNT", "1000"}, same: sameScan},
+				{cmd: []string{"SCAN", "0", "MATCH", "lock:*", "COUNT", "1000"}, same: sameScan},
+				{cmd: []string{"SCAN", "0", "TYPE", "string", "COUNT", "1000"}, same: sameScan},
+				{cmd: []string{"SCAN", "0", "TYPE", "hash", "COUNT", "1000"}, same: sameScan},
 				{cmd: []string{"EXISTS", "a", "lock:1", "lock:n"}},
 				{cmd: []string{"OBJECT", "ENCODING", "a"}},
 				{cmd: []string{"OBJECT", "ENCODING", "h"}},
@@ -122,6 +129,33 @@ func TestToolCommandsLikeRedis(t *testing.T) {
 					t.Errorf("%q:\nproxy %q\nRedis %q", tc.cmd, got, want)
 				}
 			}
+
+			// FLUSHDB: refused on a voting backend; elsewhere the backend is
+			// flushed and the locks a quorum holds stay, listed as keys,
+			// until they are released (docs/commands.md).
+			got := p.do(t, "FLUSHDB")
+			if c.voting {
+				if !strings.HasPrefix(got, "-ERR redlock-proxy: 'FLUSHDB' would erase") {
+					t.Fatalf("FLUSHDB on a voting backend: %q", got)
+				}
+				return
+			}
+			mustEqual(t, "FLUSHDB", got, "+OK\r\n")
+			mustEqual(t, "DBSIZE after FLUSHDB", p.do(t, "DBSIZE"), ":2\r\n")
+			mustEqual(t, "GET of a lock after FLUSHDB", p.do(t, "GET", "lock:1"), "$3\r\ntok\r\n")
+			mustEqual(t, "SET NX of a lock after FLUSHDB", p.do(t, "SET", "lock:1", "other", "NX", "PX", "1000"), "$-1\r\n")
+			mustEqual(t, "KEYS after FLUSHDB", p.do(t, "KEYS", "*"), "*2\r\n$6\r\nlock:1\r\n$6\r\nlock:n\r\n")
+			// Where the backend holds data beside the locks, a release
+			// answers as the backend's key has it (flushed: 0), and ends
+			// the lock on the quorum all the same (mixed.go).
+			released := ":1\r\n"
+			if c.every {
+				released = ":0\r\n"
+			}
+			mustEqual(t, "release", p.do(t, "EVAL", `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`, "1", "lock:1", "tok"), released)
+			mustEqual(t, "LOCK.RELEASE", p.do(t, "LOCK.RELEASE", "lock:n", "tokn"), ":1\r\n")
+			mustEqual(t, "DBSIZE after the releases", p.do(t, "DBSIZE"), ":0\r\n")
+			mustEqual(t, "FLUSHALL", p.do(t, "FLUSHALL", "SYNC"), "+OK\r\n")
 		})
 	}
 }
@@ -147,6 +181,13 @@ func sameSet(t *testing.T, got, want any) bool {
 	slices.Sort(g)
 	slices.Sort(w)
 	return slices.Equal(g, w)
+}
+
+// sameScan: one page that ends the scan on both sides, with the same keys.
+func sameScan(t *testing.T, got, want any) bool {
+	g, _ := got.([]any)
+	w, _ := want.([]any)
+	return len(g) == 2 && len(w) == 2 && fmt.Sprint(g[0]) == "0" && fmt.Sprint(w[0]) == "0" && sameSet(t, g[1], w[1])
 }
 
 func closeInts(tol int64) func(t *testing.T, got, want any) bool {
