@@ -1,12 +1,15 @@
 package proxy_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
@@ -422,4 +425,28 @@ func TestClientListAndKill(t *testing.T) {
 	gone(d, "KILL LADDR")
 	mustEqual(t, "KILL USER SKIPME no", a.do(t, "CLIENT", "KILL", "USER", "default", "SKIPME", "no"), ":1\r\n")
 	gone(a, "KILL itself")
+}
+
+// go-redis reads CLIENT LIST and CLIENT INFO of the proxy as a Redis's.
+func TestGoRedisClientList(t *testing.T) {
+	e := newEnv(t, 3, nil)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: e.addr, ClientName: "gr", MaxRetries: -1})
+	defer c.Close()
+	list, err := c.ClientList(ctx).Result()
+	if err != nil || !strings.Contains(list, "name=gr ") {
+		t.Fatalf("CLIENT LIST: %q, %v", list, err)
+	}
+	info, err := c.ClientInfo(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLIENT INFO: %v", err)
+	}
+	mustEqual(t, "name", info.Name, "gr")
+	mustEqual(t, "db", info.DB, 0)
+	mustEqual(t, "cmd", info.LastCmd, "client|info")
+	id, err := c.ClientID(ctx).Result()
+	if err != nil || id != info.ID {
+		t.Fatalf("CLIENT ID %d, %v; CLIENT INFO's id %d", id, err, info.ID)
+	}
+	mustEqual(t, "laddr", info.LAddr, e.addr)
 }
