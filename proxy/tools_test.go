@@ -121,7 +121,8 @@ func TestToolCommandsLikeRedis(t *testing.T) {
 				{cmd: []string{"CLIENT", "KILL", "ID", "1", "SKIPME", "maybe"}},
 				{cmd: []string{"CLIENT", "KILL", "FOO", "bar"}},
 			}
-			for _, tc := range cases {
+			// In RESP2, then in RESP3.
+			for _, tc := range append(cases, append([]toolCase{{cmd: []string{"HELLO", "3"}, same: func(*testing.T, any, any) bool { return true }}}, cases...)...) {
 				got, want := p.do(t, tc.cmd...), r.do(t, tc.cmd...)
 				if got == want && tc.same == nil {
 					continue
@@ -136,6 +137,7 @@ func TestToolCommandsLikeRedis(t *testing.T) {
 			// FLUSHDB: refused on a voting backend; elsewhere the backend is
 			// flushed and the locks a quorum holds stay, listed as keys,
 			// until they are released (docs/commands.md).
+			p.do(t, "HELLO", "2")
 			got := p.do(t, "FLUSHDB")
 			if c.voting {
 				if !strings.HasPrefix(got, "-ERR redlock-proxy: 'FLUSHDB' would erase") {
