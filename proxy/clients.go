@@ -128,22 +128,50 @@ func (ss *session) noteCommand(args [][]byte) {
 	ss.info.last.Store(time.Now().UnixNano())
 	name := args[0]
 	var sub []byte
-	if len(args) > 1 && len(name) <= 8 && containers[strings.ToLower(string(name))] {
-		sub = args[1]
+	if len(args) > 1 && len(name) <= 8 {
+		var buf [8]byte
+		if containers[string(appendLower(buf[:0], name))] { // no allocation
+			sub = args[1]
+		}
 	}
 	prev := ss.info.cmd // only this goroutine writes it
-	if sub == nil && strings.EqualFold(prev, string(name)) ||
-		sub != nil && len(prev) == len(name)+1+len(sub) && strings.EqualFold(prev[:len(name)], string(name)) &&
-			strings.EqualFold(prev[len(name)+1:], string(sub)) {
+	if sub == nil && eqFold(prev, name) ||
+		sub != nil && len(prev) == len(name)+1+len(sub) && eqFold(prev[:len(name)], name) && eqFold(prev[len(name)+1:], sub) {
 		return
 	}
-	cmd := strings.ToLower(string(name))
-	if sub != nil {
-		cmd += "|" + strings.ToLower(string(sub))
+	var cmd string
+	if e := lookup(name); e != nil && sub == nil {
+		cmd = e.name // the table's: no allocation (a lock+unlock pair changes it each time)
+	} else {
+		cmd = strings.ToLower(string(name))
+		if sub != nil {
+			cmd += "|" + strings.ToLower(string(sub))
+		}
 	}
 	ss.info.mu.Lock()
 	ss.info.cmd = cmd
 	ss.info.mu.Unlock()
+}
+
+// eqFold reports whether s and b are equal under ASCII case folding,
+// without allocating.
+func eqFold(s string, b []byte) bool {
+	if len(s) != len(b) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := s[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // listed is one session as CLIENT LIST and CLIENT KILL see it.
