@@ -246,3 +246,11 @@ func TestSymfonyScriptsBadInput(t *testing.T) {
 		t.Fatalf("proxy after bad input: %v", err)
 	}
 }
+
+// TestPHPClientList reads the proxy's CLIENT LIST and CLIENT INFO with
+// phpredis, and kills a client by its address.
+func TestPHPClientList(t *testing.T) {
+	need(t, "/usr/bin/php")
+	s := startStack(t)
+	run(t, s, "php", "/usr/bin/php", "client_list_test.php")
+}

@@ -260,29 +260,21 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			return
 		}
 		c.WriteString("OK")
-	case sub == "info" && len(args) == 2:
-		wire.WriteVerbatim(c, s.clientLine(c, st)+"\n")
+	case sub == "info" || sub == "list":
+		s.clientList(c, st, args)
+	case sub == "kill":
+		s.clientKill(c, st, args)
 	case sub == "tracking":
 		s.clientTracking(c, st, args)
 	case sub == "caching" || sub == "trackinginfo" || sub == "getredir":
 		s.clientOwnConn(c, st, args)
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
-	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info":
+	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
 		c.WriteError("ERR wrong number of arguments for 'client|" + echo([]byte(sub)) + "' command")
 	default:
 		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(echo([]byte(sub))) + " is not supported through the proxy")
 	}
-}
-
-func (s *Server) clientLine(c redcon.Conn, st *client) string {
-	user := st.user
-	if user == "" {
-		user = defaultUser
-	}
-	return "id=" + strconv.FormatInt(st.id, 10) + " addr=" + c.RemoteAddr() + " name=" + st.name +
-		" db=0 multi=" + strconv.FormatBool(st.multi) + " user=" + user + " resp=" + strconv.Itoa(max(st.proto, 2)) +
-		" lib-name=" + st.libName + " lib-ver=" + st.libVer
 }
 
 // parseInt parses a Redis integer argument strictly (no spaces, no '+').

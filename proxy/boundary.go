@@ -372,6 +372,10 @@ func infoField(info, name string) string {
 // asks again when it draws one, and answers nil when it draws only
 // records. Elsewhere they pass through.
 func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) {
+	if !s.bnd.voting && len(args) > 1 && !strings.EqualFold(string(args[0]), "randomkey") {
+		s.ownKeyspace(c, st, args) // keyspace.go
+		return
+	}
 	if !s.bnd.voting || !s.bnd.reserved {
 		s.forward(c, st, args, false)
 		return

@@ -42,7 +42,7 @@ func init() {
 	handlers := map[string]handler{
 		"ping": cmdPing, "echo": cmdEcho, "quit": cmdQuit, "hello": cmdHello,
 		"client": cmdClient, "info": cmdInfo, "select": cmdSelect, "auth": cmdAuth,
-		"reset": cmdReset,
+		"reset": cmdReset, "command": cmdCommand,
 
 		"set": cmdSet, "setnx": cmdSetNX, "get": cmdGet, "exists": cmdExists,
 		"del": cmdDel, "unlink": cmdDel, "pttl": cmdPTTL, "ttl": cmdPTTL,
@@ -65,7 +65,7 @@ func init() {
 		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
 		"acl": cmdAdmin, "module": cmdAdmin,
 
-		"scan": cmdKeyspace, "keys": cmdKeyspace, "randomkey": cmdKeyspace,
+		"scan": cmdKeyspace, "keys": cmdKeyspace, "randomkey": cmdKeyspace, "dbsize": cmdDBSize,
 	}
 	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
 	backendKeys := map[string]bool{"hget": true, "hexists": true, "watch": true}
@@ -346,7 +346,7 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 	switch {
 	case s.bnd.voting && s.bnd.backendScripts && isScriptCommand(name):
 		return "ERR redlock-proxy: scripts cannot be queued in MULTI while the backend is a voting master; the transaction will be aborted"
-	case s.bnd.voting && s.bnd.reserved && (name == "scan" || name == "keys" || name == "randomkey"):
+	case s.bnd.voting && s.bnd.reserved && (name == "scan" || name == "keys" || name == "randomkey" || name == "dbsize"):
 		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI while the backend is a voting master (its reply would name the proxy's records); the transaction will be aborted"
 	case name == "select":
 		return "ERR redlock-proxy: SELECT cannot be queued in MULTI through the proxy (SELECT before MULTI); the transaction will be aborted"

@@ -258,7 +258,11 @@ func (s *Server) accept(c redcon.Conn) bool {
 	s.m.Connections.Inc()
 	// With no password set, a client is the default user, authenticated from
 	// the start, and stays so if a reload sets one (as on Redis).
-	c.SetContext(&client{id: s.nextID.Add(1), authed: !s.authRequired()})
+	st := &client{id: s.nextID.Add(1), authed: !s.authRequired()}
+	c.SetContext(st)
+	if ss, ok := c.(*session); ok {
+		ss.publishView(st) // listed from now on (CLIENT LIST)
+	}
 	return true
 }
 
@@ -326,7 +330,14 @@ func (s *Server) dispatch(c redcon.Conn, cmd redcon.Command) {
 			_ = c.Close()
 		}
 	}()
+	ss, _ := c.(*session)
+	if ss != nil && len(cmd.Args) > 0 {
+		ss.noteCommand(cmd.Args)
+	}
 	s.handle(c, cmd)
+	if st, _ := c.Context().(*client); ss != nil && st != nil {
+		ss.publishView(st)
+	}
 	handOver(c)
 }
 

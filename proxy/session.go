@@ -97,6 +97,7 @@ type session struct {
 	// subbed: the client is subscribed, and its subscription's relay
 	// writes to cc too (pubsub.go). Set by the session's goroutine only.
 	subbed bool
+	info   sessionInfo // what CLIENT LIST shows of it (clients.go)
 }
 
 var _ redcon.Conn = (*session)(nil)
@@ -161,6 +162,7 @@ func (s *Server) serveClients(ln net.Listener) error {
 			cc = wire.NewConn(nc, limitsOf(s.cfg.Proxy), &s.writeTimeout)
 		}
 		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
+		ss.initInfo(nc)
 		if !s.track(ss) {
 			cc.Close()
 			return nil

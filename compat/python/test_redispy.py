@@ -599,3 +599,24 @@ def test_info_parses(r, masters):
     assert info["quorum"] == QUORUM
     assert isinstance(info["settings"], dict) and info["settings"]["quorum"] == QUORUM
     assert info["master0"]["state"] == "up"
+
+
+def test_client_list_parses(r, r2):
+    # redis-py's client_list() and client_info() read the proxy's own
+    # clients as a Redis's: one dict per connection, with Redis's fields.
+    r.client_setname("py-one")
+    r2.client_setname("py-two")
+    clients = {c["name"]: c for c in r.client_list()}
+    assert {"py-one", "py-two"} <= set(clients)
+    for c in (clients["py-one"], clients["py-two"]):
+        for field in ("id", "addr", "laddr", "fd", "age", "idle", "flags", "db", "cmd", "user", "resp"):
+            assert field in c, field
+        assert c["db"] == "0"
+    me = r.client_info()
+    assert me["name"] == "py-one"
+    assert int(me["id"]) == r.client_id()
+    assert me["cmd"] == "client|info"
+    assert [c["name"] for c in r.client_list(client_id=[str(r2.client_id())])] == ["py-two"]
+    # CLIENT KILL of the other connection by its id.
+    assert r.client_kill_filter(_id=r2.client_id()) == 1
+    assert "py-two" not in {c["name"] for c in r.client_list()}
