@@ -43,6 +43,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		fmt.Fprintf(&b, "connected_clients:%d\r\nmaxclients:%d\r\ntotal_connections_received:%d\r\nlock_waiters:%d\r\nlock_leases:%d\r\n",
 			s.clients.Load(), s.maxClients.Load(), s.m.Totals().Connections, s.waits.waiting(), s.leasesActive.Load())
 	})
+	s.backendSections(&b, st, all, want)
 	section("Redlock", func() {
 		ms := s.rl.Status()
 		up, guarded := 0, 0
@@ -74,6 +75,44 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
+}
+
+// backendInfo are the sections of INFO the proxy has no fields of its own
+// for, in Redis 7.0's order: the backend's, of the client's database
+// (keyspace) and of the data it holds, as one Redis would answer them.
+// inAll are given only for "all", "everything" or by name, as on Redis.
+var backendInfo = []struct {
+	name  string
+	inAll bool
+}{
+	{"Persistence", false}, {"Stats", false}, {"Replication", false}, {"CPU", false}, {"Modules", false},
+	{"Errorstats", false}, {"Cluster", false}, {"Keyspace", false}, {"Commandstats", true}, {"Latencystats", true},
+}
+
+// backendSections appends the sections of backendInfo that INFO asks for,
+// as the backend answers them; with the backend unreachable, none.
+func (s *Server) backendSections(b *strings.Builder, st *client, all bool, want map[string]bool) {
+	args := [][]byte{[]byte("INFO")}
+	every := want["all"] || want["everything"]
+	for _, sec := range backendInfo {
+		if every || all && !sec.inAll || want[strings.ToLower(sec.name)] {
+			args = append(args, []byte(strings.ToLower(sec.name)))
+		}
+	}
+	if len(args) == 1 {
+		return
+	}
+	v, err := s.backendValue(st, args)
+	text, _ := v.(string)
+	if err != nil || text == "" {
+		return
+	}
+	for _, part := range strings.Split(strings.TrimRight(text, "\r\n"), "\r\n\r\n") {
+		if strings.HasPrefix(part, "# ") {
+			b.WriteString(part)
+			b.WriteString("\r\n\r\n")
+		}
+	}
 }
 
 // infoSettings writes a settings summary ("masters=a,b,c quorum=2 …") as

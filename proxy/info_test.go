@@ -7,7 +7,8 @@ import (
 
 // INFO takes sections as Redis 7 does: none for the default ones, any
 // number of names in any case (INFO server memory), and an unknown name
-// alone answers nothing.
+// alone answers nothing. The sections the proxy has no fields of its own
+// for (Persistence, Stats, Replication, Keyspace…) are the backend's.
 func TestInfoSections(t *testing.T) {
 	e := newEnv(t, 3, nil)
 	heads := regexp.MustCompile(`(?m)^# (\w+)\r$`)
@@ -19,20 +20,26 @@ func TestInfoSections(t *testing.T) {
 		}
 		return names
 	}
-	all := []string{"Server", "Memory", "Clients", "Redlock"}
+	backend := []string{"Persistence", "Stats", "Replication", "CPU", "Modules", "Errorstats", "Cluster", "Keyspace"}
+	all := append(append([]string{"Server", "Memory", "Clients"}, backend...), "Redlock")
+	// "all" in Redis 7.0's order, the backend's.
+	every := []string{"Server", "Memory", "Clients", "Persistence", "Stats", "Replication", "CPU", "Modules", "Commandstats",
+		"Errorstats", "Latencystats", "Cluster", "Keyspace", "Redlock"}
 	for _, tc := range []struct {
 		args []any
 		want []string
 	}{
 		{nil, all},
 		{[]any{"default"}, all},
-		{[]any{"all"}, all},
-		{[]any{"everything"}, all},
+		{[]any{"all"}, every},
+		{[]any{"everything"}, every},
+		{[]any{"keyspace"}, []string{"Keyspace"}},
+		{[]any{"replication", "server"}, []string{"Server", "Replication"}},
 		{[]any{"server"}, []string{"Server"}},
 		{[]any{"SERVER"}, []string{"Server"}},
 		{[]any{"server", "memory"}, []string{"Server", "Memory"}},
 		{[]any{"clients", "nosuch", "Redlock"}, []string{"Clients", "Redlock"}},
-		{[]any{"server", "all"}, all},
+		{[]any{"server", "all"}, every},
 		{[]any{"nosuch"}, nil},
 	} {
 		got := sections(tc.args...)
