@@ -117,9 +117,15 @@ var dataCalls = []func(context.Context, *redis.Client) result{
 		return res(c.HSet(ctx, "godata:h", "f", "1", "g", "2").Result())
 	},
 	func(ctx context.Context, c *redis.Client) result { return res(c.HGetAll(ctx, "godata:h").Result()) },
-	func(ctx context.Context, c *redis.Client) result { return res(c.HIncrBy(ctx, "godata:h", "f", 3).Result()) },
-	func(ctx context.Context, c *redis.Client) result { return res(c.LPush(ctx, "godata:l", "x", "y").Result()) },
-	func(ctx context.Context, c *redis.Client) result { return res(c.LRange(ctx, "godata:l", 0, -1).Result()) },
+	func(ctx context.Context, c *redis.Client) result {
+		return res(c.HIncrBy(ctx, "godata:h", "f", 3).Result())
+	},
+	func(ctx context.Context, c *redis.Client) result {
+		return res(c.LPush(ctx, "godata:l", "x", "y").Result())
+	},
+	func(ctx context.Context, c *redis.Client) result {
+		return res(c.LRange(ctx, "godata:l", 0, -1).Result())
+	},
 	func(ctx context.Context, c *redis.Client) result {
 		return res(c.ZAdd(ctx, "godata:z", redis.Z{Score: 2, Member: "m"}).Result())
 	},
