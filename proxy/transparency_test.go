@@ -19,7 +19,8 @@ import (
 
 // The randomized differential test of transparency: the same random
 // command sequences — every data type, key-space commands, transactions,
-// scripts, expiries, and lock operations on lock keys — are sent to a
+// scripts, expiries, SELECT, and lock operations on lock keys; a third of
+// the sequences in pipelines of up to 12 commands — are sent to a
 // plain redis-server and through the proxy, and compared reply for reply
 // (raw RESP, so types count too; the members of unordered replies as sets,
 // TTLs within the time the two runs are apart). A sequence never sends a
@@ -96,6 +97,9 @@ func TestTransparency(t *testing.T) {
 type sequence struct {
 	resp3 bool
 	cmds  [][]string
+	// chunks, when not nil: the commands go in pipelines of these many
+	// (one write each), their replies read in order.
+	chunks []int
 }
 
 // newSequence draws a sequence over keys unique to it (data keys "t:…"
@@ -105,6 +109,13 @@ func newSequence(rng *rand.Rand, prefix string, dual, voting bool) sequence {
 	s := sequence{resp3: rng.Intn(3) == 0}
 	for range 60 + rng.Intn(60) {
 		s.cmds = append(s.cmds, g.commands()...)
+	}
+	if rng.Intn(3) == 0 {
+		for n := 0; n < len(s.cmds); {
+			k := min(1+rng.Intn(12), len(s.cmds)-n)
+			s.chunks = append(s.chunks, k)
+			n += k
+		}
 	}
 	return s
 }
@@ -123,8 +134,18 @@ func compareSequence(t *testing.T, proxyAddr, plainAddr string, seq sequence, vo
 		r.do(t, "HELLO", "3")
 	}
 	var queued [][]string // the commands of the transaction open, for EXEC's reply
+	var gots, wants []string // replies read ahead: the rest of a pipeline
+	chunks := seq.chunks
 	for i, cmd := range seq.cmds {
-		got, want := p.do(t, cmd...), r.do(t, cmd...)
+		if len(gots) == 0 {
+			k := 1
+			if len(chunks) > 0 {
+				k, chunks = chunks[0], chunks[1:]
+			}
+			gots, wants = p.pipeline(t, seq.cmds[i:i+k]...), r.pipeline(t, seq.cmds[i:i+k]...)
+		}
+		got, want := gots[0], wants[0]
+		gots, wants = gots[1:], wants[1:]
 		switch name := strings.ToLower(cmd[0]); {
 		case name == "multi":
 			queued = [][]string{}
@@ -145,7 +166,7 @@ func compareSequence(t *testing.T, proxyAddr, plainAddr string, seq sequence, vo
 		if why := allowedDifference(cmd, got, want, voting); why != "" {
 			return i + 1, why
 		}
-		t.Errorf("command %d %q (resp3 %v):\nproxy %q\nRedis %q\nthe sequence's commands on its key before it:%s", i, cmd, seq.resp3, got, want, before(seq.cmds[:i], cmd))
+		t.Errorf("command %d %q (resp3 %v, pipelined %v):\nproxy %q\nRedis %q\nthe sequence's commands on its key before it:%s", i, cmd, seq.resp3, seq.chunks != nil, got, want, before(seq.cmds[:i], cmd))
 		return i + 1, ""
 	}
 	return len(seq.cmds), ""
