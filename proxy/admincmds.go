@@ -39,6 +39,10 @@ func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, false)
 		return
 	}
+	if !s.backendVotes() && s.mixed() && s.mayLock(st) && (name == "flushdb" || name == "flushall") && !st.multi {
+		s.flushWithLocks(c, st, args, name == "flushall") // flush.go
+		return
+	}
 	if !s.backendVotes() || s.off(guardAdmin) {
 		s.forward(c, st, args, false)
 		return

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,37 +96,65 @@ func TestDataBesideLocksLikeRedis(t *testing.T) {
 // a lock acquire.
 const laravelAdd = "return redis.call('exists',KEYS[1])<1 and redis.call('setex',KEYS[1],ARGV[2],ARGV[1])"
 
-// FLUSHDB, a cache's clear (Laravel's Cache::flush, Django's cache.clear),
-// passes through to a backend of the proxy's own and erases the
-// application's data and the locks' mirrors there, but not the locks: they
-// stay on the quorum until their TTL ends or they are deleted, so an
-// acquire of such a key is refused meanwhile, and a read of it answers the
-// lock (on one Redis the lock is gone with the rest). docs/commands.md
-// lists it among the differences.
-func TestFlushDBKeepsLocks(t *testing.T) {
+// FLUSHDB and FLUSHALL, a cache's clear (Laravel's Cache::flush, Django's
+// cache.clear), answer as on one Redis where the backend holds data beside
+// the locks: the flush erases the application's data and its locks (those
+// whose mirror it erased), and an add of the same key takes it again. The
+// locks of another application sharing the masters (their mirrors on
+// another backend) and locks without a mirror (LOCK.*) stay held: a flush
+// that ended them would let a second holder in.
+func TestFlushEndsItsLocksOnly(t *testing.T) {
 	be := redistest.Start(t)
 	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.Backend = be.Addr })
-	p := dialRESP(t, e.addr)
-	defer p.close()
-	for _, step := range []struct {
-		cmd  []string
-		want string
-	}{
-		{[]string{"SET", "data", "v"}, "+OK\r\n"},
-		{[]string{"SET", "lk", "tok", "NX", "PX", "30000"}, "+OK\r\n"},
-		{[]string{"FLUSHDB"}, "+OK\r\n"},
-		{[]string{"DBSIZE"}, ":1\r\n"}, // the lock, as GET answers it; one Redis: 0
-		{[]string{"GET", "data"}, "$-1\r\n"},
-		{[]string{"GET", "lk"}, "$3\r\ntok\r\n"},                         // one Redis: nil
-		{[]string{"SET", "lk", "other", "NX", "PX", "30000"}, "$-1\r\n"}, // one Redis: OK
-		{[]string{"DEL", "lk"}, ":1\r\n"},                                // one Redis: 0
-		{[]string{"SET", "lk", "other", "NX", "PX", "30000"}, "+OK\r\n"},
-	} {
-		if got := p.do(t, step.cmd...); got != step.want {
-			t.Fatalf("%q: %q, want %q", step.cmd, got, step.want)
-		}
+	plain := startPlain(t)
+	// Another application: its own backend, the same masters.
+	other := &env{t: t, masters: e.masters}
+	cfg := proxy.DefaultConfig()
+	cfg.Proxy.Listen, cfg.Proxy.Backend = "127.0.0.1:0", redistest.Start(t).Addr
+	cfg.Redlock.Masters, cfg.Redlock.RestartGuard = redistest.Addrs(e.masters), false
+	other.startProxy(cfg)
+	mustEqual(t, "the other application's lock", must(other.do("SET", "shared", "theirs", "NX", "PX", 30000)), any("OK"))
+	mustEqual(t, "a lock without a mirror", fmt.Sprint(must(e.do("LOCK.ACQUIRE", "native", "10000")) != nil), "true")
+
+	for _, flush := range []string{"FLUSHDB", "FLUSHALL"} {
+		t.Run(flush, func(t *testing.T) {
+			p, r := dialRESP(t, e.addr), dialRESP(t, plain)
+			defer p.close()
+			defer r.close()
+			for i, cmd := range [][]string{
+				{"SET", "data", "v"}, {"SET", "lk", "tok", "NX", "PX", "30000"}, {"SELECT", "1"},
+				{"SET", "lk1", "tok1", "NX", "PX", "30000"}, {"SELECT", "0"}, {flush},
+				{"GET", "data"}, {"GET", "lk"}, {"EXISTS", "lk"}, {"SET", "lk", "other", "NX", "PX", "30000"},
+				{"GET", "lk"}, {"DEL", "lk"}, {"SELECT", "1"}, {"GET", "lk1"}, {"SELECT", "0"},
+			} {
+				got, want := p.do(t, cmd...), r.do(t, cmd...)
+				if flush == "FLUSHDB" && i == 13 {
+					want = "$4\r\ntok1\r\n" // database 1 was not flushed
+				}
+				if !sameReply(cmd, got, want) {
+					t.Fatalf("command %d %q: proxy %q, Redis %q", i, cmd, got, want)
+				}
+			}
+			eventually(t, "lk gone from every master", func() bool { return count(e.onMasters("lk"), "") == 3 })
+			if flush == "FLUSHALL" {
+				eventually(t, "lk1 gone from every master's database 1", func() bool { return count(e.onMastersDB("lk1", 1), "") == 3 })
+			} else {
+				for _, a := range []string{e.addr, plain} {
+					c1 := redis.NewClient(&redis.Options{Addr: a, DB: 1})
+					c1.Del(context.Background(), "lk1")
+					c1.Close()
+				}
+			}
+		})
 	}
-	mustEqual(t, "the new lock on every master", count(e.onMasters("lk"), "other"), 3)
+	mustEqual(t, "the other application's lock stays on every master", count(e.onMasters("shared"), "theirs"), 3)
+	if v, err := e.do("SET", "shared", "mine", "NX", "PX", 30000); err != redis.Nil {
+		t.Fatalf("the other application's lock granted again after the flush: %v %v", v, err)
+	}
+	info := must(e.do("LOCK.INFO", "native"))
+	if info == nil {
+		t.Fatal("the lock without a mirror was ended by the flush")
+	}
 }
 
 // masterKeyCommands counts, per master, the commands it has run on keys

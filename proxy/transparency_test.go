@@ -133,7 +133,7 @@ func compareSequence(t *testing.T, proxyAddr, plainAddr string, seq sequence, vo
 		p.do(t, "HELLO", "3")
 		r.do(t, "HELLO", "3")
 	}
-	var queued [][]string // the commands of the transaction open, for EXEC's reply
+	var queued [][]string    // the commands of the transaction open, for EXEC's reply
 	var gots, wants []string // replies read ahead: the rest of a pipeline
 	chunks := seq.chunks
 	for i, cmd := range seq.cmds {

@@ -307,8 +307,9 @@ def test_clear(cache, locks, voters, k, seen):
     seen("set", cache.set(k("a"), "v", 60))
     seen("clear", cache.clear())
     seen("get after clear", cache.get(k("a")))
-    # This test's keys: locks earlier tests took (add) stay held on the
-    # quorum through a FLUSHDB, and KEYS lists them (docs/commands.md).
+    # This test's keys: through the proxy a key that an earlier test's add
+    # took and incr then overwrote stays taken on the quorum until its TTL,
+    # and KEYS lists it (docs/clients.md).
     seen("keys after clear", cache.keys(k("*")))
     seen("set after clear", cache.set(k("b"), "w", 60))
     lock = locks.lock(k("lock"), timeout=10)
