@@ -78,26 +78,8 @@ func (s *Server) databaseViews() []*client {
 // mirroredLocks lists the locks of st's database that a quorum of masters
 // holds and whose mirror the backend holds: key → token.
 func (s *Server) mirroredLocks(st *client) map[string]string {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	rl := s.eng(st)
-	seen := map[string]int{}
-	for _, r := range rl.Broadcast(ctx, "", nil, "KEYS", "*") {
-		keys, _ := r.Val.([]any)
-		if r.Err != nil {
-			continue
-		}
-		for _, k := range keys {
-			if ks, ok := k.(string); ok && !isReserved([]byte(ks)) && s.isLockKey([]byte(ks)) {
-				seen[ks]++
-			}
-		}
-	}
 	out := map[string]string{}
-	for k, n := range seen {
-		if n < rl.Quorum() {
-			continue
-		}
+	for _, k := range s.quorumKeys(st, "*") {
 		v, err := s.backendValue(st, [][]byte{[]byte("GET"), []byte(k)})
 		if tok, ok := v.(string); err == nil && ok {
 			out[k] = tok

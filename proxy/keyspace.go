@@ -137,10 +137,30 @@ func (s *Server) ownKeyspace(c redcon.Conn, st *client, args [][]byte) {
 // for. Masters that do not answer count as not holding; a lock that
 // cannot be read from the quorum is left out.
 func (s *Server) quorumOnlyLocks(st *client, pattern, typ string) []string {
+	var out []string
+	for _, k := range s.quorumKeys(st, pattern) {
+		if v, err := s.backendValue(st, [][]byte{[]byte("EXISTS"), []byte(k)}); err != nil || v != int64(0) {
+			continue // the backend's own listing has it
+		}
+		ks, t, err := s.readAnyType(st, []byte(k))
+		if err != nil || !ks.Exists || typ != "" && t != typ {
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quorumKeys lists the lock keys of st's database matching pattern that a
+// quorum of masters holds (KEYS on every master; the proxy's records left
+// out). Masters that do not answer count as not holding.
+func (s *Server) quorumKeys(st *client, pattern string) []string {
 	ctx, cancel := s.opContext()
 	defer cancel()
+	rl := s.eng(st)
 	seen := map[string]int{}
-	for _, r := range s.eng(st).Broadcast(ctx, "", nil, "KEYS", pattern) {
+	for _, r := range rl.Broadcast(ctx, "", nil, "KEYS", pattern) {
 		keys, _ := r.Val.([]any)
 		if r.Err != nil {
 			continue
@@ -153,18 +173,9 @@ func (s *Server) quorumOnlyLocks(st *client, pattern, typ string) []string {
 	}
 	var out []string
 	for k, n := range seen {
-		if n < s.eng(st).Quorum() {
-			continue
+		if n >= rl.Quorum() {
+			out = append(out, k)
 		}
-		if v, err := s.backendValue(st, [][]byte{[]byte("EXISTS"), []byte(k)}); err != nil || v != int64(0) {
-			continue // the backend's own listing has it
-		}
-		ks, t, err := s.readAnyType(st, []byte(k))
-		if err != nil || !ks.Exists || typ != "" && t != typ {
-			continue
-		}
-		out = append(out, k)
 	}
-	slices.Sort(out)
 	return out
 }
