@@ -240,6 +240,9 @@ func (a *adversary) play(act advAction) {
 	w := a.w
 	failed := a.oracle.failed
 	hit := a.oracle.destroys(act.cmds, a.learned, a.holders)
+	if len(act.cmds) == 1 && w.flushEnds(act.cmds[0]) {
+		hit = append(hit, w.keys...) // proxy/flush.go: it ends the locks whose mirrors it erased
+	}
 	if a.oracle.failed > failed {
 		w.h.count("adversary: actions the oracle did not judge in time (taken to end the locks they name)")
 	}

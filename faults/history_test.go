@@ -690,9 +690,7 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 		time.Sleep(800 * time.Millisecond)
 		w.relays[k].Reset()
 		w.relays[k].Delay.Store(0)
-		c := w.proxies[p].Client()
-		err := c.FlushAll(context.Background()).Err()
-		c.Close()
+		err := w.flushAll(p)
 		w.h.fault("FLUSHALL through proxy %d: %v", p, err)
 	case "reset":
 		w.h.fault("master %d's connections reset", i)
@@ -717,11 +715,43 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 		w.proxies[p].Restart()
 	case "flush":
 		p := rng.Intn(len(w.proxies))
-		c := w.proxies[p].Client()
-		err := c.FlushAll(context.Background()).Err()
-		c.Close()
+		err := w.flushAll(p)
 		w.h.fault("FLUSHALL through proxy %d: %v", p, err)
 	}
+}
+
+// flushEnds reports whether cmd, sent alone through a proxy, is a flush
+// that ends the honest locks: FLUSHALL or FLUSHDB where the backend holds
+// data beside the locks (proxy/flush.go).
+func (w *world) flushEnds(cmd []string) bool {
+	name := strings.ToLower(cmd[0])
+	return w.backend == "own" && w.lockKeys == "*" && (name == "flushall" || name == "flushdb")
+}
+
+// flushAll sends FLUSHALL through proxy p. Where the backend holds data
+// beside the locks (a backend of its own, every key a lock key), the flush
+// ends the locks whose mirrors it erased, as it ends them on one Redis
+// (proxy/flush.go): the checker takes every honest lock held meanwhile to
+// end there, as it takes an adversary's DEL of it.
+func (w *world) flushAll(p int) error {
+	var ends []*adverse
+	sent := w.h.now()
+	if w.flushEnds([]string{"FLUSHALL"}) {
+		for _, k := range w.keys {
+			ends = append(ends, w.h.adverse(k, sent, fmt.Sprintf("FLUSHALL through proxy %d", p), false, 0))
+		}
+	}
+	c := w.proxies[p].Client()
+	err := c.FlushAll(context.Background()).Err()
+	c.Close()
+	until := w.h.now()
+	if err != nil {
+		until = max(until, sent+lateBound)
+	}
+	for _, a := range ends {
+		w.h.settle(a, until)
+	}
+	return err
 }
 
 // client runs random lock sessions until stop.
