@@ -78,8 +78,8 @@ func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		reply, err := st.pinned.do(args, s.passthroughTimeout())
 		if err != nil {
 			st.pinned.close()
-			st.pinned, st.multi, st.dirty = nil, false, false
-			c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+			st.lostPinned()
+			c.WriteError(errPinnedLost)
 			return
 		}
 		if len(reply) > 0 && reply[0] == '-' {
@@ -184,7 +184,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			// commands) answers in the new protocol too.
 			if _, err := st.pinned.do([][]byte{[]byte("HELLO"), []byte(strconv.Itoa(proto))}, s.passthroughTimeout()); err != nil {
 				st.pinned.close()
-				st.pinned, st.multi, st.dirty = nil, false, false
+				st.lostPinned()
 			}
 		}
 		st.proto = proto

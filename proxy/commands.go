@@ -121,6 +121,13 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
+			if st.pinned == nil && (st.sub == nil || !st.sub.resp3) {
+				// Its backend connection failed (cmdMulti, lostPinned):
+				// the transaction is aborted, nothing runs.
+				st.dirty = true
+				c.WriteError(errPinnedLost)
+				return
+			}
 			if msg := s.multiRefusal(st, name, cmd.Args); msg != "" {
 				st.dirty = true
 				c.WriteError(msg)
@@ -311,17 +318,30 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 	if err != nil {
 		bc.close()
 		if !pooled {
-			st.pinned, st.multi, st.dirty = nil, false, false
+			st.lostPinned()
 		}
 		s.log.Warn().Err(err).Msg("passthrough command failed")
 		for range batch[done:] {
-			c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+			c.WriteError(errPinnedLost)
 		}
 		return
 	}
 	if pooled {
 		bc.home.put(bc)
 	}
+}
+
+// errPinnedLost answers the commands of a client whose own backend
+// connection failed.
+const errPinnedLost = "ERR redlock-proxy: passthrough backend failed; WATCH was reset, and an open MULTI is aborted at EXEC"
+
+// lostPinned drops the client's own backend connection, which failed: its
+// WATCH is gone, and a transaction open on it is aborted (the commands the
+// client queues meanwhile are refused, never run one by one; EXEC answers
+// EXECABORT), as the backend's transaction was lost with the connection.
+func (st *client) lostPinned() {
+	st.pinned = nil
+	st.dirty = st.dirty || st.multi
 }
 
 // lockCommands are the commands that may touch a lock key on the quorum.
@@ -490,10 +510,10 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	if err != nil {
 		bc.close()
 		if !pooled {
-			st.pinned, st.multi, st.dirty = nil, false, false
+			st.lostPinned()
 		}
 		s.log.Warn().Err(err).Msg("passthrough command failed")
-		c.WriteError("ERR redlock-proxy: passthrough backend failed; connection state (MULTI, WATCH) was reset")
+		c.WriteError(errPinnedLost)
 		return
 	}
 	c.WriteRaw(reply)
@@ -556,7 +576,11 @@ func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		return
 	}
 	s.forward(c, st, args, true)
-	st.multi, st.dirty, st.multiEnds, st.multiN = st.pinned != nil, false, nil, 0
+	// Without a backend connection (the backend failed: the error is
+	// answered) the transaction is open all the same, and aborted: the
+	// commands a client pipelines after MULTI are refused, never run one
+	// by one, and EXEC answers EXECABORT.
+	st.multi, st.dirty, st.multiEnds, st.multiN = true, st.pinned == nil, nil, 0
 }
 
 func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
@@ -567,7 +591,9 @@ func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	ends := st.multiEnds
 	st.multiEnds, st.multiN = nil, 0
 	if st.dirty {
-		s.forward(nullConn{}, st, [][]byte{[]byte("DISCARD")}, true)
+		if st.pinned != nil {
+			s.forward(nullConn{}, st, [][]byte{[]byte("DISCARD")}, true)
+		}
 		st.multi, st.dirty = false, false
 		c.WriteError("EXECABORT Transaction discarded because of previous errors.")
 		return
@@ -588,6 +614,10 @@ func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteError("ERR DISCARD without MULTI")
 		return
 	}
-	s.forward(c, st, args, true)
+	if st.pinned == nil && (st.sub == nil || !st.sub.resp3) {
+		c.WriteString("OK") // the backend's transaction was lost with its connection
+	} else {
+		s.forward(c, st, args, true)
+	}
 	st.multi, st.dirty, st.multiEnds, st.multiN = false, false, nil, 0
 }

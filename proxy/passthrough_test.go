@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
 
@@ -349,5 +350,46 @@ func TestLeadingZeroLengthsRefusedAsByRedis(t *testing.T) {
 	}
 	if n, err := e.c.Exists(context.Background(), k).Result(); err != nil || n != 0 {
 		t.Fatalf("the refused SETs wrote the key: %d, %v", n, err)
+	}
+}
+
+// A transaction whose backend connection fails is aborted, never run in
+// pieces: when MULTI finds the backend down, the commands a client
+// pipelined after it are refused (on one connection to Redis they would
+// have been queued and run together) and EXEC answers EXECABORT; so when
+// the connection fails while commands are queued. Before, the commands
+// after a failed MULTI ran one by one, outside any transaction.
+func TestTransactionAbortedWithItsConnection(t *testing.T) {
+	be := redistest.Start(t)
+	e := newEnv(t, 3, func(c *proxy.Config) {
+		c.Proxy.Backend = be.Addr
+		c.Proxy.PassthroughTimeout = proxy.Duration{Duration: time.Second}
+	})
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	be.Kill()
+	got := p.pipeline(t, []string{"MULTI"}, []string{"SET", "tx", "1"}, []string{"INCR", "tx"}, []string{"EXEC"},
+		[]string{"EXEC"}, []string{"PING"})
+	for i, want := range []string{"-ERR redlock-proxy: passthrough backend", "-ERR redlock-proxy: passthrough backend failed",
+		"-ERR redlock-proxy: passthrough backend failed", "-EXECABORT", "-ERR EXEC without MULTI", "+PONG"} {
+		if !strings.HasPrefix(got[i], want) {
+			t.Fatalf("reply %d: %q, want %q…", i, got[i], want)
+		}
+	}
+	be.Restart()
+	mustEqual(t, "MULTI with the backend back", p.do(t, "MULTI"), "+OK\r\n")
+	mustEqual(t, "queued", p.do(t, "SET", "tx", "2"), "+QUEUED\r\n")
+	be.Kill()
+	if r := p.do(t, "INCR", "tx"); !strings.HasPrefix(r, "-ERR redlock-proxy: passthrough backend failed") {
+		t.Fatalf("INCR queued after the connection failed: %q", r)
+	}
+	mustEqual(t, "EXEC", p.do(t, "EXEC")[:len("-EXECABORT")], "-EXECABORT")
+	mustEqual(t, "DISCARD after EXEC", p.do(t, "DISCARD"), "-ERR DISCARD without MULTI\r\n")
+	be.Restart()
+	mustEqual(t, "MULTI, DISCARD", p.do(t, "MULTI")+p.do(t, "DISCARD"), "+OK\r\n+OK\r\n")
+	c := be.Client()
+	defer c.Close()
+	if n, _ := c.Exists(context.Background(), "tx").Result(); n != 0 {
+		t.Fatalf("a command of an aborted transaction ran: tx exists")
 	}
 }
