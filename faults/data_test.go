@@ -19,24 +19,28 @@ import (
 )
 
 // The data client: application data traffic through the proxies beside
-// the locks, on keys of its own (data:<n>:…, a prefix no other client of
-// the history and none of the adversary's choices names), in databases 0
-// and 1. Each of its streams (one goroutine's keys in one database) keeps
-// an exact model of what its keys hold, and every reply is checked
-// against it: INCR and INCRBY, SET and GET, MSET and MGET, HSET, HGET and
-// HGETALL, LPUSH, LRANGE and LTRIM, EXPIRE, TTL and PERSIST, a PEXPIRE
-// waited out, DEL, EXISTS, in pipelines and in MULTI/EXEC. The same key
-// names in databases 0 and 1 hold different values: a command run in the
-// wrong database answers wrong.
+// the locks, on keys of its own (data:<n>:<generation>:…, a prefix no
+// other client of the history and none of the adversary's choices names),
+// in databases 0 and 1. Each of its streams (one goroutine's keys in one
+// database) keeps an exact model of what its keys hold, and every reply
+// is checked against it: INCR and INCRBY, SET and GET, MSET and MGET,
+// HSET, HGET and HGETALL, LPUSH, LRANGE and LTRIM, EXPIRE, TTL and
+// PERSIST, a PEXPIRE waited out, DEL, EXISTS, in pipelines and in
+// MULTI/EXEC. The keys of databases 0 and 1 start with the same names and
+// different values: a command run in the wrong database answers wrong.
 //
 // What it may not rely on, and how it knows:
-//   - a flush: FLUSHALL and FLUSHDB pass through to a backend of the
-//     proxies' own (the schedule's and the adversary's), and erase the
-//     data client's keys with the rest. Each stream keeps a sentinel key,
-//     written when its model is (re)set and never deleted by the stream:
-//     a reply that differs from the model while the sentinel is gone is a
-//     flush's doing, and the stream starts again from empty keys. With a
-//     voting backend nothing flushes (the proxies refuse it).
+//   - a flush, or a SWAPDB: with a backend of the proxies' own, FLUSHALL
+//     and FLUSHDB pass through to it (the schedule's and the adversary's),
+//     and the adversary's scripts, which run there, call FLUSHALL,
+//     FLUSHDB and SWAPDB 0 1. Each stream keeps a sentinel key, written
+//     with its database's number when the stream starts (again) and never
+//     written otherwise: a reply that differs from the model while the
+//     sentinel is gone or holds the other database's number is their
+//     doing, and the stream starts again. (Simpler than taking flushes out
+//     of the schedule and the adversary, which would take them away from
+//     the locks' history too.) With a voting backend nothing flushes or
+//     swaps (the proxies refuse it).
 //   - the loss of master 0's data, with a voting backend (the data lives
 //     there): the schedule marks each fault that may lose it (lossGen, odd
 //     while it is under way); a reply in or across such a fault is not
@@ -44,8 +48,11 @@ import (
 //     "Data when masters fail"). With a backend of its own no master
 //     fault is a loss: the schedule marks none.
 //   - a proxy restart cuts the connections through it: an error of a
-//     command on a connection the restart cut is not a violation (the
-//     command may or may not have run, the stream starts again).
+//     command on a connection the restart cut is not a violation.
+//   - a command answered with an error may or may not have run, and may
+//     still run later (held back on its way to a stalled or slowed master,
+//     lateBound): after any error the stream starts again on keys of a new
+//     generation.
 //
 // With a backend of its own, every other error and every reply that
 // differs from the model is a violation of kind "data": master faults
@@ -292,7 +299,9 @@ func showData(v any) string {
 type dataStream struct {
 	h        *history
 	db       int
-	prefix   string
+	id       int
+	gen      int // the keys' generation: the stream moves to new keys when it starts again
+	addrs    []string
 	clients  []*redis.Client
 	strict   bool            // a backend of its own: an error is a violation
 	loss     *atomic.Int64   // the schedule's marks of faults that may lose the data (odd: under way)
@@ -304,18 +313,24 @@ type dataStream struct {
 }
 
 func newDataStream(h *history, id, db int, addrs []string, strict bool, loss *atomic.Int64, restarts []*atomic.Int64) *dataStream {
-	s := &dataStream{h: h, db: db, prefix: fmt.Sprintf("data:%d:", id), strict: strict, loss: loss, restarts: restarts,
+	s := &dataStream{h: h, db: db, id: id, gen: -1, strict: strict, loss: loss, restarts: restarts,
 		okGen: make([]int64, len(addrs)), dirty: true}
+	s.addrs = addrs
 	for _, a := range addrs {
-		// One connection: a connection a proxy restart cut is met once.
-		// No retries: a write sent twice would count twice.
-		s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a, DB: db, Protocol: 2, MaxRetries: -1, PoolSize: 1,
-			DialTimeout: time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}))
+		s.clients = append(s.clients, s.dial(a))
 	}
 	for i, r := range restarts {
 		s.okGen[i] = r.Load()
 	}
 	return s
+}
+
+// dial is a client of the proxy at addr, in the stream's database: one
+// connection (a connection a proxy restart cut is met once), no retries (a
+// write sent twice would count twice).
+func (s *dataStream) dial(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, DB: s.db, Protocol: 2, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 }
 
 func (s *dataStream) close() {
@@ -324,9 +339,9 @@ func (s *dataStream) close() {
 	}
 }
 
-func (s *dataStream) key(name string) string { return s.prefix + name }
+func (s *dataStream) key(name string) string { return fmt.Sprintf("data:%d:%d:%s", s.id, s.gen, name) }
 
-func (s *dataStream) sentinel() string { return s.prefix + "sentinel" }
+func (s *dataStream) sentinel() string { return s.key("sentinel") }
 
 // send sends cmds on proxy p's connection, in one pipeline or in MULTI.
 func (s *dataStream) send(p int, cmds [][]string, multi bool) ([]any, []error) {
@@ -359,15 +374,19 @@ func (s *dataStream) lossIn(g0, g1 int64) bool {
 	return g0%2 == 1 || g1%2 == 1 || g0 != g1 || g0 != s.modelGen
 }
 
-// reset deletes the stream's keys and writes its sentinel: the model is
-// empty again.
+// reset starts the stream again on keys of a new generation: it deletes
+// them (a SWAPDB may have brought them from the other database) and
+// writes their sentinel; the model is empty again. New keys, because a
+// command answered with an error may still run later (lateBound: held
+// back on its way to a stalled or slowed master), on the keys it named.
 func (s *dataStream) reset(p int) {
+	s.gen++
 	g0, r0 := s.loss.Load(), s.restarts[p].Load()
 	del := []string{"DEL"}
 	for _, n := range dataNames {
 		del = append(del, s.key(n))
 	}
-	_, errs := s.send(p, [][]string{del, {"SET", s.sentinel(), "1"}}, false)
+	_, errs := s.send(p, [][]string{del, {"SET", s.sentinel(), strconv.Itoa(s.db)}}, false)
 	g1, r1 := s.loss.Load(), s.restarts[p].Load()
 	for _, err := range errs {
 		if err != nil {
@@ -384,6 +403,12 @@ func (s *dataStream) reset(p int) {
 // marks were r0 and r1 before and after it.
 func (s *dataStream) failed(p int, r0, r1 int64, lost bool, err error, what string) {
 	s.dirty = true
+	// A new connection: go-redis stops reading a transaction's replies at
+	// an error reply to MULTI (the proxy's, when the backend failed) and
+	// puts the connection back in its pool, where the replies still to
+	// come would answer the next commands.
+	s.clients[p].Close()
+	s.clients[p] = s.dial(s.addrs[p])
 	switch {
 	case lost:
 		s.h.count("data: errors while master 0 may lose its data")
@@ -392,21 +417,27 @@ func (s *dataStream) failed(p int, r0, r1 int64, lost bool, err error, what stri
 	case !s.strict:
 		s.h.count("data: errors (voting backend): " + errKind(err))
 	default:
-		s.h.dataViolation(fmt.Sprintf("db %d, proxy %d: %s: %v", s.db, p, what, err))
+		s.h.dataViolation(s.h.now(), fmt.Sprintf("db %d, proxy %d: %s: %v", s.db, p, what, err))
 	}
 }
 
-// flushed reports whether the stream's sentinel is gone (a flush, or a
-// loss), reading it through proxy p; known is false when no read answered.
-func (s *dataStream) flushed(p int) (gone, known bool) {
+// flushed reports whether the stream's sentinel is gone or is another
+// database's (a flush, a SWAPDB, a loss), reading it through proxy p;
+// known is false when no read answered.
+func (s *dataStream) flushed(p int) (gone string, known bool) {
 	for range 10 {
-		n, err := s.clients[p].Exists(context.Background(), s.sentinel()).Result()
-		if err == nil {
-			return n == 0, true
+		v, err := s.clients[p].Get(context.Background(), s.sentinel()).Result()
+		switch {
+		case err == redis.Nil:
+			return "gone", true
+		case err == nil && v != strconv.Itoa(s.db):
+			return "database " + v + "'s", true
+		case err == nil:
+			return "", true
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return false, false
+	return "", false
 }
 
 // step plays one operation of the stream (or starts it again) and checks
@@ -460,14 +491,14 @@ func (s *dataStream) run(p int, cmds [][]string, multi bool) bool {
 		s.dirty = true
 		if lost {
 			s.h.count("data: replies that differ while master 0 may lose its data")
-		} else if gone, known := s.flushed(p); gone {
-			s.h.count("data: replies that differ after a flush")
+		} else if gone, known := s.flushed(p); gone != "" {
+			s.h.count("data: replies that differ after a flush or a SWAPDB (the sentinel " + gone + ")")
 		} else if !known && !s.strict {
 			s.h.count("data: replies that differ, not judged (the sentinel did not answer)")
 		} else if s.lossIn(g0, s.loss.Load()) {
 			s.h.count("data: replies that differ while master 0 may lose its data")
 		} else {
-			s.h.dataViolation(fmt.Sprintf("db %d, proxy %d, sent %s: %s\n    %s", s.db, p, sent.Round(time.Millisecond), clipLine(what, 300), strings.Join(bad, "\n    ")))
+			s.h.dataViolation(sent, fmt.Sprintf("db %d, proxy %d, sent %s: %s\n    %s", s.db, p, sent.Round(time.Millisecond), clipLine(what, 300), strings.Join(bad, "\n    ")))
 		}
 	}
 	return firstErr == nil
@@ -673,10 +704,10 @@ func TestDataChecker(t *testing.T) {
 		var loss, restarts atomic.Int64
 		s := newDataStream(h, 0, 0, []string{srv.Addr}, strict, &loss, []*atomic.Int64{&restarts})
 		defer s.close()
-		ctr := s.key("ctr:0")
+		ctr := func() string { return s.key("ctr:0") }
 		s.reset(0)
 		for range 3 {
-			if !s.run(0, [][]string{{"INCR", ctr}, {"SET", s.key("str:0"), "x"}}, true) {
+			if !s.run(0, [][]string{{"INCR", ctr()}, {"SET", s.key("str:0"), "x"}}, true) {
 				t.Fatal("an operation failed")
 			}
 		}
@@ -684,8 +715,8 @@ func TestDataChecker(t *testing.T) {
 			t.Fatalf("violations of right replies: %v", v)
 		}
 		// A value changed behind the client's back: a wrong reply.
-		direct.Set(ctx, ctr, "41", 0)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
+		direct.Set(ctx, ctr(), "41", 0)
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
 		v := h.dataViolations()
 		if len(v) != 1 || !strings.Contains(v[0], "want 4, got 42") {
 			t.Fatalf("a wrong reply: violations %q", v)
@@ -693,25 +724,25 @@ func TestDataChecker(t *testing.T) {
 		t.Logf("a wrong reply: %s", v[0])
 		// A flush: the same wrong reply, not a violation.
 		s.reset(0)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
 		direct.FlushAll(ctx)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
-		if v := h.dataViolations(); len(v) != 1 || h.outcome["data: replies that differ after a flush"] != 1 {
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
+		if v := h.dataViolations(); len(v) != 1 || h.outcome["data: replies that differ after a flush or a SWAPDB (the sentinel gone)"] != 1 {
 			t.Fatalf("after a flush: violations %q, outcomes %v", v, h.outcome)
 		}
 		// An error: a violation with a backend of its own only.
 		s.reset(0)
-		direct.Set(ctx, ctr, "not a number", 0)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
+		direct.Set(ctx, ctr(), "not a number", 0)
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
 		if n := len(h.dataViolations()); strict && n != 2 || !strict && n != 1 {
 			t.Fatalf("an error (own backend: %v): violations %q", strict, h.dataViolations())
 		}
 		// A loss of the data marked by the schedule: not a violation.
 		s.reset(0)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
 		loss.Add(1)
-		direct.Set(ctx, ctr, "41", 0)
-		s.run(0, [][]string{{"INCR", ctr}}, false)
+		direct.Set(ctx, ctr(), "41", 0)
+		s.run(0, [][]string{{"INCR", ctr()}}, false)
 		loss.Add(1)
 		if n := len(h.dataViolations()); strict && n != 2 || !strict && n != 1 {
 			t.Fatalf("a loss: violations %q", h.dataViolations())

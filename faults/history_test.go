@@ -300,11 +300,12 @@ func (h *history) dataOp(n int) {
 }
 
 // dataViolation records a data reply that is an error or differs from
-// the data client's model where neither may happen.
-func (h *history) dataViolation(s string) {
+// the data client's model where neither may happen, to an operation sent
+// at sent.
+func (h *history) dataViolation(sent time.Duration, s string) {
 	at := h.now()
 	h.mu.Lock()
-	h.dataBad = append(h.dataBad, fmt.Sprintf("data: at %s, %s", at.Round(time.Millisecond), s))
+	h.dataBad = append(h.dataBad, fmt.Sprintf("data: at %s, %s%s", at.Round(time.Millisecond), s, h.actionsBefore("data:", sent-time.Second, at, "the reply")))
 	h.mu.Unlock()
 }
 
@@ -348,7 +349,7 @@ func (h *history) violations() []string {
 						key, gs[j].kind, gs[j].client, gs[j].start.Round(time.Millisecond), gs[j].end.Round(time.Millisecond),
 						gs[i].kind, gs[i].client, gs[i].start.Round(time.Millisecond),
 						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; "),
-						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start)))
+						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start, "the second grant")))
 				}
 			}
 		}
@@ -361,7 +362,7 @@ func (h *history) violations() []string {
 // key (up to 12, the last ones), and the last 4 that do not (a write to
 // the proxy's records or a script acts on every key), for a violation's
 // report.
-func (h *history) actionsBefore(key string, from, to time.Duration) string {
+func (h *history) actionsBefore(key string, from, to time.Duration, before string) string {
 	var lines []string
 	naming, others := 0, 0
 	for i := len(h.actions) - 1; i >= 0; i-- {
@@ -391,7 +392,7 @@ func (h *history) actionsBefore(key string, from, to time.Duration) string {
 		return ""
 	}
 	slices.Reverse(lines)
-	return "\n    the adversary's actions before the second grant (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
+	return "\n    the adversary's actions before " + before + " (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
 }
 
 func clipLine(s string, n int) string {
