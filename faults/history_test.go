@@ -112,6 +112,10 @@ type history struct {
 	adverses map[string][]*adverse // per key: the adversary's commands that may end its locks
 	actions  []advLog              // everything the adversary did
 	probes   [][]probe             // per proxy
+	// The data client's (data_test.go): operations and commands checked,
+	// and the replies that broke its model.
+	dataOps, dataCmds int
+	dataBad           []string
 }
 
 // probe is one lock operation of a prober (prober): answered (granted or
@@ -287,6 +291,31 @@ func (h *history) endedBy(g *holding, now time.Duration) (time.Duration, *advers
 	return end, by
 }
 
+// dataOp counts an operation of the data client, of n commands.
+func (h *history) dataOp(n int) {
+	h.mu.Lock()
+	h.dataOps++
+	h.dataCmds += n
+	h.mu.Unlock()
+}
+
+// dataViolation records a data reply that is an error or differs from
+// the data client's model where neither may happen, to an operation sent
+// at sent.
+func (h *history) dataViolation(sent time.Duration, s string) {
+	at := h.now()
+	h.mu.Lock()
+	h.dataBad = append(h.dataBad, fmt.Sprintf("data: at %s, %s%s", at.Round(time.Millisecond), s, h.actionsBefore("data:", sent-time.Second, at, "the reply")))
+	h.mu.Unlock()
+}
+
+// dataViolations lists what dataViolation recorded.
+func (h *history) dataViolations() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.dataBad)
+}
+
 // held counts the locks the clients were told they hold.
 func (h *history) held() int {
 	h.mu.Lock()
@@ -320,7 +349,7 @@ func (h *history) violations() []string {
 						key, gs[j].kind, gs[j].client, gs[j].start.Round(time.Millisecond), gs[j].end.Round(time.Millisecond),
 						gs[i].kind, gs[i].client, gs[i].start.Round(time.Millisecond),
 						strings.Join(gs[j].steps, "; "), strings.Join(gs[i].steps, "; "),
-						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start)))
+						h.actionsBefore(key, gs[j].start-time.Second, gs[i].start, "the second grant")))
 				}
 			}
 		}
@@ -333,7 +362,7 @@ func (h *history) violations() []string {
 // key (up to 12, the last ones), and the last 4 that do not (a write to
 // the proxy's records or a script acts on every key), for a violation's
 // report.
-func (h *history) actionsBefore(key string, from, to time.Duration) string {
+func (h *history) actionsBefore(key string, from, to time.Duration, before string) string {
 	var lines []string
 	naming, others := 0, 0
 	for i := len(h.actions) - 1; i >= 0; i-- {
@@ -363,7 +392,7 @@ func (h *history) actionsBefore(key string, from, to time.Duration) string {
 		return ""
 	}
 	slices.Reverse(lines)
-	return "\n    the adversary's actions before the second grant (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
+	return "\n    the adversary's actions before " + before + " (* names the key; of the others, the last 4):\n" + strings.Join(lines, "\n")
 }
 
 func clipLine(s string, n int) string {
@@ -393,6 +422,8 @@ type schedule struct {
 	// maxDenial, when set, bounds how long a prober may get no answer
 	// through a proxy (denials): a longer denial fails the run.
 	maxDenial time.Duration
+	// data: goroutines of the data client (data_test.go); 0: none.
+	data int
 }
 
 // fullSchedule is the schedule of the positive run: every fault and every
@@ -404,6 +435,7 @@ var fullSchedule = schedule{
 	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
 	adversary: adversarySpec{rate: adverseRate, attacks: fullAttacks},
 	maxDenial: maxDenial,
+	data:      3,
 }
 
 // maxDenial bounds how long a proxy may answer no lock operation at all
@@ -448,6 +480,12 @@ type world struct {
 	// that backend), lock_keys.
 	backend, lockKeys string
 	own               *redistest.Server
+	// Marks for the data client: lossGen counts the schedule's faults
+	// that may lose master 0's data while it is the backend (odd while
+	// one is under way), restarts each proxy's restarts (odd while one is
+	// under way).
+	lossGen  atomic.Int64
+	restarts []atomic.Int64
 }
 
 func newWorld(t *testing.T, sch schedule, seed int64) *world {
@@ -516,6 +554,12 @@ format = "json"
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
 	}
+	w.restarts = make([]atomic.Int64, len(w.proxies))
+	if why := w.dataReason(); why != "" {
+		t.Logf("data client: %s", why)
+	} else {
+		t.Logf("data client: %d goroutines, databases 0 and 1", sch.data)
+	}
 	return w
 }
 
@@ -560,6 +604,15 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 			w.prober(p, stop)
 		}()
 	}
+	if w.dataReason() == "" {
+		for i := range w.sch.data {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.dataClient(i, stop)
+			}()
+		}
+	}
 	if w.sch.adversary.rate > 0 {
 		adv := newAdversary(w, w.sch.adversary)
 		j := &janitor{w: w, relies: adv.relies()}
@@ -594,7 +647,7 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 // failures is the violations, and the denials longer than the schedule's
 // maxDenial.
 func (w *world) failures() []string {
-	v := w.h.violations()
+	v := append(w.h.violations(), w.h.dataViolations()...)
 	if w.sch.maxDenial == 0 {
 		return v
 	}
@@ -636,8 +689,10 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 	switch kind {
 	case "wipe":
 		w.h.fault("master %d restarts with its data directory wiped", i)
+		defer w.losing(i)()
 		m.Wipe()
 	case "aof-off":
+		defer w.losing(i)()
 		c := m.Client()
 		c.ConfigSet(context.Background(), "appendonly", "no")
 		c.Close()
@@ -648,6 +703,7 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 	case "double-wipe":
 		j := (i + 1) % len(w.masters)
 		w.h.fault("masters %d and %d restart with their data directories wiped", i, j)
+		defer w.losing(i, j)()
 		m.Wipe()
 		w.masters[j].Wipe()
 	case "restart":
@@ -706,13 +762,15 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 		w.masters[k].Stop()
 		time.Sleep(600 * time.Millisecond)
 		w.masters[k].Cont()
+		done := w.losing(0)
 		w.masters[0].Wipe()
+		done()
 		time.Sleep(randDur(rng, 100*time.Millisecond, 500*time.Millisecond))
-		w.proxies[p].Restart()
+		w.restartProxy(p)
 	case "proxy-restart":
 		p := rng.Intn(len(w.proxies))
 		w.h.fault("proxy %d restarts", p)
-		w.proxies[p].Restart()
+		w.restartProxy(p)
 	case "flush":
 		p := rng.Intn(len(w.proxies))
 		err := w.flushAll(p)
@@ -752,6 +810,24 @@ func (w *world) flushAll(p int) error {
 		w.h.settle(a, until)
 	}
 	return err
+}
+
+// losing marks, for the data client, a fault that may lose the data of
+// masters ms: when master 0 is among them and is the backend, lossGen is
+// odd until the returned function runs.
+func (w *world) losing(ms ...int) func() {
+	if w.backend != "voting" || !slices.Contains(ms, 0) {
+		return func() {}
+	}
+	w.lossGen.Add(1)
+	return func() { w.lossGen.Add(1) }
+}
+
+// restartProxy restarts proxy p, marked for the data client.
+func (w *world) restartProxy(p int) {
+	w.restarts[p].Add(1)
+	defer w.restarts[p].Add(1)
+	w.proxies[p].Restart()
 }
 
 // client runs random lock sessions until stop.
@@ -1188,6 +1264,7 @@ func (w *world) report(v []string) {
 		outcomes = append(outcomes, fmt.Sprintf("holdings ended early by the adversary's %s: %d", kind, n))
 	}
 	faults, actions := len(h.faults), len(h.actions)
+	dataOps, dataCmds, dataBad := h.dataOps, h.dataCmds, len(h.dataBad)
 	h.mu.Unlock()
 	sort.Strings(outcomes)
 	longest, from := h.denials()
@@ -1195,8 +1272,8 @@ func (w *world) report(v []string) {
 	for p, d := range longest {
 		denied = append(denied, fmt.Sprintf("proxy %d %s (from %s)", p, d.Round(time.Millisecond), from[p].Round(time.Millisecond)))
 	}
-	w.t.Logf("schedule %s, seed %d: %s, %d faults, %d locks held (%d of them ended early by the adversary's commands), %d adversary actions, %d violations; longest time without lock service: %s\n  %s",
-		w.sch.name, w.seed, now.Round(time.Second), faults, holds, cut, actions, len(v), strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
+	w.t.Logf("schedule %s, seed %d (backend %s, lock_keys %q): %s, %d faults, %d locks held (%d of them ended early by the adversary's commands), %d adversary actions, %d data operations (%d commands checked), %d violations (%d of kind data); longest time without lock service: %s\n  %s",
+		w.sch.name, w.seed, w.backend, w.lockKeys, now.Round(time.Second), faults, holds, cut, actions, dataOps, dataCmds, len(v), dataBad, strings.Join(denied, ", "), strings.Join(outcomes, "\n  "))
 }
 
 func seed(t *testing.T) int64 {
