@@ -240,6 +240,9 @@ func (a *adversary) play(act advAction) {
 	w := a.w
 	failed := a.oracle.failed
 	hit := a.oracle.destroys(act.cmds, a.learned, a.holders)
+	if disrupts(act.cmds) {
+		w.h.disrupts.Add(1)
+	}
 	if len(act.cmds) == 1 && w.flushEnds(act.cmds[0]) {
 		hit = append(hit, w.keys...) // proxy/flush.go: it ends the locks whose mirrors it erased
 	}
@@ -299,6 +302,21 @@ func (a *adversary) play(act advAction) {
 		w.h.step(g, sent, "%s: %s", desc, strings.Join(answer, " "))
 		w.h.count("adversary relies on " + c.form)
 	}
+}
+
+// disrupts reports whether an action may flush or swap the backend's
+// databases: FLUSHALL, FLUSHDB or SWAPDB anywhere in it (a script's text
+// included), for the data client.
+func disrupts(cmds [][]string) bool {
+	for _, c := range cmds {
+		for _, a := range c {
+			l := strings.ToLower(a)
+			if strings.Contains(l, "swapdb") || strings.Contains(l, "flushall") || strings.Contains(l, "flushdb") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // relies reports whether the adversary relies on its grants: with a
