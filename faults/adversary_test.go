@@ -243,6 +243,11 @@ func (a *adversary) play(act advAction) {
 	if disrupts(act.cmds) {
 		w.h.disrupts.Add(1)
 	}
+	for _, c := range act.cmds {
+		if len(c) > 1 && strings.EqualFold(c[0], "client") && strings.EqualFold(c[1], "kill") {
+			w.h.kills.Add(1)
+		}
+	}
 	if len(act.cmds) == 1 && w.flushEnds(act.cmds[0]) {
 		hit = append(hit, w.keys...) // proxy/flush.go: it ends the locks whose mirrors it erased
 	}

@@ -109,6 +109,9 @@ type history struct {
 	// backend's databases (a script's SWAPDB or FLUSHALL included): the
 	// data client does not hold its keys against them.
 	disrupts atomic.Int64
+	// kills counts the adversary's CLIENT KILLs: through a proxy they
+	// close the proxy's clients, the data client's among them.
+	kills    atomic.Int64
 	epoch    time.Time
 	holds    []*holding
 	outcome  map[string]int
