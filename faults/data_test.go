@@ -302,7 +302,7 @@ func showData(v any) string {
 type dataStream struct {
 	h        *history
 	disrupts int64 // the adversary's disruptions when the stream started again
-	kills    int64 // the adversary's CLIENT KILLs at the stream's last answered operation
+	kills    map[int]int64 // by proxy: the adversary's CLIENT KILLs at the last operation answered through it
 	db       int
 	id       int
 	gen      int // the keys' generation: the stream moves to new keys when it starts again
@@ -420,7 +420,7 @@ func (s *dataStream) failed(p int, r0, r1 int64, lost bool, err error, what stri
 		s.h.count("data: errors while master 0 may lose its data")
 	case r0%2 == 1 || r1%2 == 1 || r1 != s.okGen[p]:
 		s.h.count("data: errors from a proxy restart")
-	case s.h.kills.Load() != s.kills:
+	case s.h.kills.Load() != s.kills[p]:
 		s.h.count("data: errors after the adversary's CLIENT KILL")
 	case !s.strict:
 		s.h.count("data: errors (voting backend): " + errKind(err))
@@ -494,7 +494,10 @@ func (s *dataStream) run(p int, cmds [][]string, multi bool) bool {
 		s.failed(p, r0, r1, lost, firstErr, fmt.Sprintf("sent %s: %s", sent.Round(time.Millisecond), clipLine(what, 300)))
 	} else {
 		s.okGen[p] = r1
-		s.kills = s.h.kills.Load()
+		if s.kills == nil {
+			s.kills = map[int]int64{}
+		}
+		s.kills[p] = s.h.kills.Load()
 	}
 	if len(bad) > 0 {
 		s.dirty = true
