@@ -301,7 +301,7 @@ func showData(v any) string {
 // and a client of each proxy that selects that database.
 type dataStream struct {
 	h        *history
-	disrupts int64 // the adversary's disruptions when the stream started again
+	disrupts int64         // the adversary's disruptions when the stream started again
 	kills    map[int]int64 // by proxy: the adversary's CLIENT KILLs at the last operation answered through it
 	db       int
 	id       int
