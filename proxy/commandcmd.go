@@ -138,16 +138,27 @@ func cmdCommand(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 }
 
-// commandAll answers COMMAND and COMMAND INFO without names: the backend's
-// entries, then the proxy's.
-func (s *Server) commandAll(c redcon.Conn, st *client, args [][]byte) {
+// backendArray runs args on the backend and returns its array reply's
+// length and elements; any other reply (an error among them) is passed on
+// to c as it is, and ok is false.
+func (s *Server) backendArray(c redcon.Conn, st *client, args [][]byte) (n int, rest []byte, ok bool) {
 	raw, ok := s.backendRaw(c, st, args)
 	if !ok {
-		return
+		return 0, nil, false
 	}
 	typ, n, rest, ok := aggregate(raw)
 	if !ok || typ != '*' {
 		c.WriteRaw(raw)
+		return 0, nil, false
+	}
+	return n, rest, true
+}
+
+// commandAll answers COMMAND and COMMAND INFO without names: the backend's
+// entries, then the proxy's.
+func (s *Server) commandAll(c redcon.Conn, st *client, args [][]byte) {
+	n, rest, ok := s.backendArray(c, st, args)
+	if !ok {
 		return
 	}
 	c.WriteArray(n + len(nativeCommands))
@@ -159,13 +170,8 @@ func (s *Server) commandAll(c redcon.Conn, st *client, args [][]byte) {
 
 // commandList answers COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p].
 func (s *Server) commandList(c redcon.Conn, st *client, args [][]byte) {
-	raw, ok := s.backendRaw(c, st, args)
+	n, rest, ok := s.backendArray(c, st, args)
 	if !ok {
-		return
-	}
-	typ, n, rest, ok := aggregate(raw)
-	if !ok || typ != '*' {
-		c.WriteRaw(raw)
 		return
 	}
 	var mine []string
