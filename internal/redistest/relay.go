@@ -53,8 +53,20 @@ func (r *Relay) serve() {
 	}
 }
 
+// SetTarget sends the connections made from now on to target, as a DNS
+// name or a managed service's address moves to another server; those
+// already made stay (Reset closes them).
+func (r *Relay) SetTarget(target string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.target = target
+}
+
 func (r *Relay) pipe(c net.Conn) {
-	up, err := net.DialTimeout("tcp", r.target, time.Second)
+	r.mu.Lock()
+	target := r.target
+	r.mu.Unlock()
+	up, err := net.DialTimeout("tcp", target, time.Second)
 	if err != nil {
 		c.Close()
 		return

@@ -184,7 +184,7 @@ const (
 
 // Guards lists every guard WithGuardsOff knows.
 func Guards() []Guard {
-	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum, GuardBigPayloads}
+	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum, GuardBigPayloads, GuardPromotion, GuardEviction}
 }
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that
@@ -354,6 +354,21 @@ type MasterStatus struct {
 	// the master that failed (a timeout, a lost connection); each is tried
 	// again until it lands or the lock would have expired.
 	RollbackFailures int64
+	// Role is "master", or "slave" for a master that answers as a replica
+	// (it never votes); "" before it was reached.
+	Role string
+	// Replicas is how many replicas it has, MinReplicasToWrite its
+	// min-replicas-to-write (-1: not read; it is read only with replicas).
+	Replicas, MinReplicasToWrite int
+	// Promotions counts its promotions from replica noticed; Evictions the
+	// times it was guarded for evicting keys, EvictedKeys its process's
+	// evicted_keys at the last look.
+	Promotions, Evictions int
+	EvictedKeys           int64
+	// EvictionPolicy is its maxmemory-policy, Maxmemory its maxmemory
+	// (0: no limit, nothing is evicted).
+	EvictionPolicy string
+	Maxmemory      int64
 }
 
 // Status reports the state of every master, in configuration order.

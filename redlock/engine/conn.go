@@ -186,6 +186,9 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 			return err
 		}
 	}
+	if _, err := m.exchange(deadline, noEvict); err != nil && !isReplyError(err) {
+		return err // refused (before Redis 7, or by ACL): nothing lost
+	}
 	do := func(args ...any) (any, error) {
 		vals, err := m.exchange(deadline, args)
 		if len(vals) == 0 {
@@ -203,6 +206,10 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 	}
 	return nil
 }
+
+// noEvict keeps the connection from client eviction (maxmemory-clients,
+// Redis 7): a lock operation's connection is not dropped for memory.
+var noEvict = []any{"client", "no-evict", "on"}
 
 func isReplyError(err error) bool {
 	_, ok := err.(replyError)

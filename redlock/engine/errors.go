@@ -76,6 +76,10 @@ func GuardedText(gs []GuardedMaster, now time.Time, addrs bool, quote func(strin
 		if addrs {
 			fmt.Fprintf(&b, " (%s)", g.Addr)
 		}
+		if g.Replica {
+			b.WriteString(" answering as a replica")
+			continue
+		}
 		if g.Key != "" {
 			fmt.Fprintf(&b, " on key %s", quote(g.Key))
 		}

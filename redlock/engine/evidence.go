@@ -63,15 +63,27 @@ const GuardDataEvidence Guard = "data-evidence"
 
 // recordScript reads the record, making it (id ARGV[1], born this
 // process's run_id) where it is absent or has no id; with ARGV[2] = "1"
-// it raises seq. Answers {id, born, seq, doubt}.
+// it raises seq. On a master (not a replica) it also notes the
+// replication id it has now (term) and, when that is new to the record,
+// the master's time in milliseconds (term_at): a promoted replica has a
+// new replication id, so term_at is no earlier than its promotion.
+// Answers {id, born, seq, doubt, term, term_at, the master's time in ms}.
 var recordScript = newScript(`
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+local repl = redis.call('INFO', 'replication')
+local t = redis.call('TIME')
+local ms = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
 if not redis.call('HGET', KEYS[1], 'id') then
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'born', run)
 end
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0') or 0
 if ARGV[2] == '1' then seq = redis.call('HINCRBY', KEYS[1], 'seq', 1) end
-return {redis.call('HGET', KEYS[1], 'id') or '', redis.call('HGET', KEYS[1], 'born') or '', seq, redis.call('HGET', KEYS[1], 'doubt') or ''}`)
+local term = string.match(repl, 'master_replid:(%x+)') or ''
+if string.match(repl, 'role:(%a+)') == 'master' and redis.call('HGET', KEYS[1], 'term') ~= term then
+  redis.call('HSET', KEYS[1], 'term', term, 'term_at', ms)
+end
+return {redis.call('HGET', KEYS[1], 'id') or '', redis.call('HGET', KEYS[1], 'born') or '', seq, redis.call('HGET', KEYS[1], 'doubt') or '',
+  redis.call('HGET', KEYS[1], 'term') or '', redis.call('HGET', KEYS[1], 'term_at') or '', ms}`)
 
 // seqCommand raises seq after a batch of lock writes, encoded once.
 var seqCommand = appendCommandMust([]any{"hincrby", DatasetKey, "seq", 1})
@@ -88,15 +100,18 @@ func appendCommandMust(args []any) []byte {
 type record struct {
 	id, born, doubt string
 	seq             int64
+	term            string // the replication id a client last saw the master have
+	termAt, now     int64  // when a client first saw term, and the master's time of the read, in ms
 }
 
 func parseRecord(v any) (record, error) {
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 4 {
+	if !ok || len(vals) != 7 {
 		return record{}, errors.New("redlock: unexpected dataset record reply")
 	}
 	s := func(i int) string { x, _ := vals[i].(string); return x }
-	return record{id: s(0), born: s(1), seq: toInt(vals[2]), doubt: s(3)}, nil
+	ms := func(i int) int64 { x, _ := strconv.ParseInt(s(i), 10, 64); return x }
+	return record{id: s(0), born: s(1), seq: toInt(vals[2]), doubt: s(3), term: s(4), termAt: ms(5), now: ms(6)}, nil
 }
 
 // masterState is what a connection's handshake, or a periodic check,
@@ -107,6 +122,7 @@ type masterState struct {
 	durable bool // AOF on, appendfsync always, the last AOF write succeeded
 	rec     record
 	hasRec  bool // the record could be read (the script may be refused)
+	repl    replState
 }
 
 // inspect reads a master's state with do, which runs one command on the
@@ -115,12 +131,21 @@ type masterState struct {
 // is on, CONFIG GET appendfsync (a master where CONFIG is renamed away is
 // not known to persist every write).
 func (n *node) inspect(do func(args ...any) (any, error), count bool) (masterState, error) {
-	v, err := do("info", "server", "persistence")
+	v, err := do("info", "server", "persistence", "replication", "stats", "memory")
 	if err != nil {
 		return masterState{}, err
 	}
 	info, _ := v.(string)
 	st := parseServerInfo(info)
+	if st.repl.replicas > 0 {
+		v, err := do("config", "get", "min-replicas-to-write")
+		if err != nil && !isRedisError(err) {
+			return masterState{}, err
+		}
+		if n, perr := strconv.Atoi(configValue(v, "min-replicas-to-write")); err == nil && perr == nil {
+			st.repl.minReplicas = n
+		}
+	}
 	if n.opts.guardWindow > 0 { // only the guard uses the record
 		if err := st.readRecord(do, count); err != nil {
 			return masterState{}, err
@@ -131,7 +156,7 @@ func (n *node) inspect(do func(args ...any) (any, error), count bool) (masterSta
 		if err != nil && !isRedisError(err) {
 			return masterState{}, err
 		}
-		st.durable = err == nil && appendfsyncAlways(v)
+		st.durable = err == nil && configValue(v, "appendfsync") == "always"
 	}
 	return st, nil
 }
@@ -159,18 +184,22 @@ func (st *masterState) readRecord(do func(args ...any) (any, error), count bool)
 	return nil
 }
 
-// appendfsyncAlways reads CONFIG GET appendfsync's reply, a flat list or a
-// map.
-func appendfsyncAlways(v any) bool {
+// configValue reads the value of name from CONFIG GET name's reply, a
+// flat list or a map; "" when it holds none.
+func configValue(v any, name string) string {
+	var x any
 	switch kv := v.(type) {
 	case []any:
-		return len(kv) == 2 && kv[1] == "always"
+		if len(kv) == 2 {
+			x = kv[1]
+		}
 	case map[any]any:
-		return kv["appendfsync"] == "always"
+		x = kv[name]
 	case map[string]string:
-		return kv["appendfsync"] == "always"
+		return kv[name]
 	}
-	return false
+	s, _ := x.(string)
+	return s
 }
 
 // isRedisError reports whether err is an error reply from the master (of
@@ -184,7 +213,7 @@ func isRedisError(err error) bool {
 // AOF is on and its last write succeeded from INFO persistence (durable is
 // then true until CONFIG GET appendfsync says otherwise).
 func parseServerInfo(info string) masterState {
-	var st masterState
+	st := masterState{repl: replState{secondOffset: -1, minReplicas: -1}}
 	aof, writeOK := false, true
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -202,6 +231,8 @@ func parseServerInfo(info string) masterState {
 			aof = v == "1"
 		case "aof_last_write_status":
 			writeOK = v == "ok"
+		default:
+			st.repl.parse(k, v)
 		}
 	}
 	st.durable = aof && writeOK
@@ -232,6 +263,17 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 	default:
 		kept = st.durable && n.durable.Load() && sameData && st.rec.doubt != st.runID
 	}
+	// A promoted replica is a restart without proof of kept data, from
+	// its promotion (replication.go).
+	start, why := now.Add(-st.uptime), "restart guard"
+	if st.repl.promoted() && !n.opts.guardsOff[GuardPromotion] {
+		kept, start = false, st.promotedAt(now)
+		why = "restart guard: it was promoted from a replica"
+		if start.Before(now) {
+			why += " at least " + now.Sub(start).Round(time.Millisecond).String() + " ago (its record says)"
+		}
+		n.promotions++
+	}
 	if !first {
 		n.restarts++
 		n.logf("redlock: master %s restarted (run_id %s -> %s, up %s)", n.addr, n.runID, st.runID, st.uptime)
@@ -239,6 +281,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 	n.runID = st.runID
 	n.setRecord(st)
 	n.durable.Store(st.durable)
+	n.takeReplication(st, now, true)
 	w := n.opts.guardWindow
 	switch {
 	case w == 0:
@@ -248,10 +291,10 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 			n.logf("redlock: master %s kept its data across the restart (persists every write, record %s at seq %d): it votes at once", n.addr, st.rec.id, st.rec.seq)
 		}
 		return false
-	case first && st.uptime >= w:
-		return false // every lock granted before its start has expired
+	case first && now.Sub(start) >= w:
+		return false // every lock granted before its start, or its promotion, has expired
 	}
-	n.lost(now.Add(-st.uptime), now, "restart guard")
+	n.lost(start, now, why)
 	// Its record survived, yet this client cannot vouch for the data:
 	// other clients should not trust it on the record's word either.
 	return !first && survived && st.rec.doubt != st.runID
@@ -264,6 +307,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 // process is adopted. n.mu held.
 func (n *node) inspected(st masterState, now time.Time) {
 	n.durable.Store(st.durable)
+	n.takeReplication(st, now, false)
 	if !st.hasRec || n.opts.guardWindow == 0 || n.opts.guardsOff[GuardDataEvidence] {
 		n.setRecord(st)
 		return

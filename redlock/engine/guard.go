@@ -294,8 +294,9 @@ func (w *TTLWrite) Done(got []Result, applied func(Result) bool) {
 // guardOf says why a master's vote is withheld: until when, and on which
 // key (empty: every key, the window after its loss).
 type guardOf struct {
-	until time.Time
-	key   string
+	until   time.Time
+	key     string
+	replica bool // it answers as a replica
 }
 
 // lost puts the master under the guard after it may have lost its data at
@@ -332,6 +333,10 @@ func maxTime(a, b time.Time) time.Time {
 func (n *node) guardFor(now time.Time, keys []string) (guardOf, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.repl.isReplica() {
+		// A replica never votes; once promoted, not before the window.
+		return guardOf{until: maxTime(n.guardUntil, now.Add(n.opts.guardWindow)), replica: true}, true
+	}
 	if now.Before(n.guardUntil) {
 		return guardOf{until: n.guardUntil}, true
 	}
@@ -376,6 +381,9 @@ type GuardedMaster struct {
 	// client wrote there still being alive; empty: every key, within the
 	// window after its loss.
 	Key string
+	// Replica: it answers as a replica, which never votes (Until is then
+	// the earliest it could vote again, were it promoted now).
+	Replica bool
 }
 
 // guarded returns the masters whose votes on keys the guard withholds now.
@@ -391,7 +399,7 @@ func (c *Client) guarded(keys []string) []GuardedMaster {
 }
 
 func (n *node) guardedMaster(g guardOf) GuardedMaster {
-	return GuardedMaster{Index: n.idx, Addr: n.addr, Until: g.until, Key: g.key}
+	return GuardedMaster{Index: n.idx, Addr: n.addr, Until: g.until, Key: g.key, Replica: g.replica}
 }
 
 // NoQuorum is the *QuorumError of an operation on keys that reachable

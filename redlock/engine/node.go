@@ -43,6 +43,10 @@ type node struct {
 	clockJumps int          // clock jumps noticed
 	clockSkew  atomic.Int64 // tests only: added to the master's TIME, in ns
 
+	repl       replState // replication and memory, at the last look (replication.go)
+	promotions int       // promotions from replica noticed
+	evictions  int       // times it was guarded for evicting keys
+
 	undoFailures atomic.Int64        // rollbacks that failed, retries included
 	undoLogs     [undoKinds]logLimit // under mu
 	probing      atomic.Bool         // a probe is running
@@ -76,6 +80,9 @@ func newNode(i int, addr string, o *options) *node {
 // own, so a restart between two probes is caught here.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	do := func(args ...any) (any, error) { return cn.Do(ctx, args...).Result() }
+	if _, err := do(noEvict...); err != nil && !isRedisError(err) {
+		return err
+	}
 	st, err := n.inspect(do, false)
 	if err != nil {
 		return err
@@ -97,7 +104,7 @@ func (n *node) logf(format string, args ...any) {
 func (n *node) trusted(now time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return !now.Before(n.guardUntil)
+	return !now.Before(n.guardUntil) && !n.repl.isReplica()
 }
 
 // record notes the outcome of one call, answered at now. An error reply from Redis means the
@@ -178,6 +185,12 @@ func (n *node) status() MasterStatus {
 		MarkedDown: n.downs,
 	}
 	st.RollbackFailures = n.undoFailures.Load()
+	st.Role, st.Replicas, st.MinReplicasToWrite = n.repl.role, n.repl.replicas, n.repl.minReplicas
+	st.Promotions, st.Evictions, st.EvictedKeys = n.promotions, n.evictions, n.repl.evicted
+	st.EvictionPolicy, st.Maxmemory = n.repl.policy, n.repl.maxmemory
+	if n.repl.isReplica() {
+		st.Guarded = true
+	}
 	if n.batch != nil {
 		st.Pipelines, st.Commands = n.batch.pipelines.Load(), n.batch.commands.Load()
 		st.Handoffs, st.AloneCommands = n.batch.handoffs.Load(), n.batch.aloneRuns.Load()

@@ -228,6 +228,9 @@ func countVotesEach[T any](c *Client, ch <-chan reply[T], k int, taint string, c
 // reports whether its vote was withheld.
 func countReply[T any](c *Client, t *votes, r *reply[T], taint string, class func(T) vote) bool {
 	if r.err != nil {
+		if r.guard.replica { // its READONLY is no answer: say why
+			t.guardedBy(r.node, r.guard)
+		}
 		t.add(r.node, r.err, voteNo, false)
 		return false
 	}
