@@ -70,8 +70,9 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if !m.Up {
 				state = "down"
 			}
-			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,run_id=%s\r\n",
-				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.MarkedDown, m.Handoffs, m.AloneCommands, m.RunID)
+			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,role=%s,replicas=%d,min_replicas_to_write=%d,promotions=%d,maxmemory_policy=%s,maxmemory=%d,evicted_keys=%d,evictions=%d,run_id=%s\r\n",
+				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.MarkedDown, m.Handoffs, m.AloneCommands,
+				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID)
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
@@ -153,4 +154,13 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// orNone writes an empty field of a master's line as "none", so that
+// every field holds a value.
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
 }

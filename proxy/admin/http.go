@@ -25,9 +25,14 @@ func (m *Metrics) Handler() (h http.Handler, run func(done <-chan struct{})) {
 		if v < q {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: %d of the masters can vote, %d needed\n", v, q)
-			return
+		} else {
+			fmt.Fprintf(w, "ready: %d of the masters can vote, %d needed\n", v, q)
 		}
-		fmt.Fprintf(w, "ready: %d of the masters can vote, %d needed\n", v, q)
+		for i, ms := range m.src.Engine.Status() {
+			for _, warn := range MasterWarnings(ms) {
+				fmt.Fprintf(w, "warning: master%d (%s) %s\n", i, ms.Addr, warn)
+			}
+		}
 	})
 	return mux, status.run
 }

@@ -255,11 +255,19 @@ var (
 	masterDowns     = prometheus.NewDesc("redlock_proxy_master_marked_down_total", "Times the master was marked down (calls skip it until a background probe reaches it).", []string{"master"}, nil)
 	masterHandoffs  = prometheus.NewDesc("redlock_proxy_master_handoffs_total", "Pipelines to the master handed to a new connection because a reply carried a long string, so that the commands queued behind it did not wait for it.", []string{"master"}, nil)
 	masterAlone     = prometheus.NewDesc("redlock_proxy_master_alone_commands_total", "Commands sent to the master on a connection of their own, off the shared pipeline: long commands, and reads of long values.", []string{"master"}, nil)
+	masterReplica   = prometheus.NewDesc("redlock_proxy_master_replica", "1 while the master answers as a replica: it does not vote.", []string{"master"}, nil)
+	masterReplicas  = prometheus.NewDesc("redlock_proxy_master_replicas", "Replicas connected to the master.", []string{"master"}, nil)
+	masterMinRepl   = prometheus.NewDesc("redlock_proxy_master_min_replicas_to_write", "The master's min-replicas-to-write (-1: not read; it is read while it has replicas). 0 with replicas: cut off from them, it keeps granting locks its promoted replica will not have.", []string{"master"}, nil)
+	masterPromoted  = prometheus.NewDesc("redlock_proxy_master_promotions_total", "Promotions of the master from replica noticed; each withholds its votes as a restart that lost its data does.", []string{"master"}, nil)
+	masterEvicting  = prometheus.NewDesc("redlock_proxy_master_can_evict", "1 when the master's maxmemory-policy can evict keys under a memory limit, held locks among them.", []string{"master", "policy"}, nil)
+	masterEvicted   = prometheus.NewDesc("redlock_proxy_master_evicted_keys", "The master's evicted_keys (INFO stats) at the last check.", []string{"master"}, nil)
+	masterEvictions = prometheus.NewDesc("redlock_proxy_master_eviction_guards_total", "Times the master's votes were withheld because it evicted keys.", []string{"master"}, nil)
 	masterUndoFails = prometheus.NewDesc("redlock_proxy_master_rollback_failures_total", "Tries to undo a refused acquire's part on the master that failed (timeout, lost connection); each is tried again until it lands or the lock would have expired.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone,
+		masterReplica, masterReplicas, masterMinRepl, masterPromoted, masterEvicting, masterEvicted, masterEvictions} {
 		ch <- d
 	}
 }
@@ -278,6 +286,13 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterDowns, prometheus.CounterValue, float64(m.MarkedDown), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterHandoffs, prometheus.CounterValue, float64(m.Handoffs), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterAlone, prometheus.CounterValue, float64(m.AloneCommands), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterReplica, prometheus.GaugeValue, float64(b2i(m.Role == "slave")), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterReplicas, prometheus.GaugeValue, float64(m.Replicas), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterMinRepl, prometheus.GaugeValue, float64(m.MinReplicasToWrite), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterPromoted, prometheus.CounterValue, float64(m.Promotions), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterEvicting, prometheus.GaugeValue, float64(b2i(canEvict(m))), m.Addr, m.EvictionPolicy)
+		ch <- prometheus.MustNewConstMetric(masterEvicted, prometheus.GaugeValue, float64(m.EvictedKeys), m.Addr)
+		ch <- prometheus.MustNewConstMetric(masterEvictions, prometheus.CounterValue, float64(m.Evictions), m.Addr)
 	}
 }
 
@@ -296,4 +311,10 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// canEvict reports whether the master's policy can evict keys: any policy
+// but noeviction, under a memory limit.
+func canEvict(m engine.MasterStatus) bool {
+	return m.Maxmemory > 0 && m.EvictionPolicy != "" && m.EvictionPolicy != "noeviction"
 }

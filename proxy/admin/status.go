@@ -133,15 +133,23 @@ type statusView struct {
 }
 
 type masterView struct {
-	Addr             string  `json:"addr"`
-	State            string  `json:"state"` // up, guarded, failing or down
-	Durable          bool    `json:"durable"`
-	GuardLeftSeconds float64 `json:"guard_left_seconds"`
-	Restarts         int     `json:"restarts"`
-	ClockJumps       int     `json:"clock_jumps"`
-	LatencyMS        float64 `json:"last_latency_ms"`
-	LastError        string  `json:"last_error"`
-	RunID            string  `json:"run_id"`
+	Addr             string   `json:"addr"`
+	State            string   `json:"state"` // up, guarded, failing or down
+	Durable          bool     `json:"durable"`
+	GuardLeftSeconds float64  `json:"guard_left_seconds"`
+	Restarts         int      `json:"restarts"`
+	ClockJumps       int      `json:"clock_jumps"`
+	LatencyMS        float64  `json:"last_latency_ms"`
+	LastError        string   `json:"last_error"`
+	RunID            string   `json:"run_id"`
+	Role             string   `json:"role"` // master, or slave: a replica, which does not vote
+	Replicas         int      `json:"replicas"`
+	MinReplicas      int      `json:"min_replicas_to_write"` // -1: not read (no replicas)
+	Promotions       int      `json:"promotions"`
+	EvictionPolicy   string   `json:"maxmemory_policy"`
+	CanEvict         bool     `json:"can_evict"`
+	EvictedKeys      int64    `json:"evicted_keys"`
+	Warnings         []string `json:"warnings"`
 }
 
 type opRatesView struct {
@@ -167,10 +175,29 @@ func masterState(m engine.MasterStatus) string {
 		return "down"
 	case !m.Up:
 		return "failing"
+	case m.Role == "slave":
+		return "replica"
 	case m.Guarded:
 		return "guarded"
 	}
 	return "up"
+}
+
+// MasterWarnings says what in a master's configuration can cost a held
+// lock: a replica among the voters, a policy that evicts keys, replicas
+// without min-replicas-to-write.
+func MasterWarnings(m engine.MasterStatus) []string {
+	var out []string
+	if m.Role == "slave" {
+		out = append(out, "answers as a replica: it does not vote")
+	}
+	if canEvict(m) {
+		out = append(out, "maxmemory-policy "+m.EvictionPolicy+" can evict a held lock (set noeviction)")
+	}
+	if m.Replicas > 0 && m.MinReplicasToWrite == 0 {
+		out = append(out, "has replicas and min-replicas-to-write 0: cut off from them, it grants locks its promoted replica will not have")
+	}
+	return out
 }
 
 // view gathers the page's data now.
@@ -188,6 +215,8 @@ func (p *statusPage) view(now time.Time) statusView {
 		v.Masters = append(v.Masters, masterView{
 			Addr: m.Addr, State: masterState(m), Durable: m.Durable, GuardLeftSeconds: m.GuardLeft.Seconds(),
 			Restarts: m.Restarts, ClockJumps: m.ClockJumps, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
+			Role: m.Role, Replicas: m.Replicas, MinReplicas: m.MinReplicasToWrite, Promotions: m.Promotions,
+			EvictionPolicy: m.EvictionPolicy, CanEvict: canEvict(m), EvictedKeys: m.EvictedKeys, Warnings: MasterWarnings(m),
 		})
 	}
 	v.Ops = p.rates(p.read(now))
