@@ -236,6 +236,10 @@ type RedlockConfig struct {
 	// (engine.WithMaxLockTTL).
 	MaxLockTTL Duration `toml:"max_lock_ttl"`
 	PoolSize   int      `toml:"pool_size"`
+	// WaitReplicas, when above 0, makes lock writes count on a master only
+	// once that many of its replicas acknowledged them (WAIT;
+	// engine.WithWaitReplicas).
+	WaitReplicas int `toml:"wait_replicas"`
 	// ClockCheck is how often each master's TIME is compared with the
 	// proxy's monotonic clock (0: never); ClockJump is the difference beyond
 	// which the master is guarded as if it had restarted.
@@ -321,6 +325,8 @@ func (c *Config) Validate() error {
 		return errors.New("redlock.restart_guard_window: must be positive while restart_guard is on")
 	case r.GuardWindow.Duration < 0 || r.GuardWindow.Duration > engine.LongestMaxLockTTL:
 		return fmt.Errorf("redlock.restart_guard_window: %s is outside 0s..%s", r.GuardWindow.Duration, engine.LongestMaxLockTTL)
+	case r.WaitReplicas < 0:
+		return fmt.Errorf("redlock.wait_replicas: %d is negative", r.WaitReplicas)
 	case r.MaxLockTTL.Duration < time.Millisecond || r.MaxLockTTL.Duration > engine.LongestMaxLockTTL:
 		return fmt.Errorf("redlock.max_lock_ttl: %s is outside 1ms..%s", r.MaxLockTTL.Duration, engine.LongestMaxLockTTL)
 	case c.Proxy.LeaseTTL.Duration > r.MaxLockTTL.Duration:

@@ -179,7 +179,7 @@ func newEngine(cfg Config, log zerolog.Logger, creds *masterCreds, db int) (*eng
 	return engine.New(r.Masters,
 		engine.WithQuorum(r.Quorum), engine.WithDriftFactor(r.DriftFactor),
 		engine.WithNodeTimeout(r.NodeTimeout.Duration), engine.WithRetry(r.RetryCount, r.RetryDelay.Duration),
-		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize),
+		engine.WithRestartGuard(guard), engine.WithMaxLockTTL(r.MaxLockTTL.Duration), engine.WithPoolSize(r.PoolSize), engine.WithWaitReplicas(r.WaitReplicas),
 		engine.WithMaxValue(int(cfg.Proxy.MaxLockValue)),
 		engine.WithClockCheck(r.ClockCheck.Duration, r.ClockJump.Duration),
 		engine.WithRedisOptions(func(i int, o *redis.Options) {

@@ -248,6 +248,8 @@ func (b *batcher) putSpare(m *mconn) {
 
 // worker is one of a master's pipelines: it owns its connection.
 type worker struct {
+	written []*call // the write calls of the batch in flight (roundTrip), kept for its storage
+
 	b       *batcher
 	conn    *mconn          // nil until the first batch, and after an I/O error
 	dialing chan dialResult // a new connection being opened, or nil

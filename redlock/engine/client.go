@@ -24,31 +24,32 @@ type Client struct {
 }
 
 type options struct {
-	quorum      int
-	drift       float64
-	nodeTimeout time.Duration
-	retries     int
-	retryDelay  time.Duration
-	guardWindow time.Duration
-	maxLockTTL  time.Duration
-	poolSize    int
-	pipelines   int
-	downAfter   int
-	probeEvery  time.Duration
-	clockEvery  time.Duration
-	clockJump   time.Duration
-	redisOpts   func(i int, o *redis.Options)
-	logf        func(format string, args ...any)
-	keyTTLs     *keyTTLs       // until when the TTLs written on each key may keep its lock alive: the guard covers them
-	guardsOff   map[Guard]bool // WithGuardsOff: tests only, unsafe
-	settings    string         // WithSettings: published on the masters
-	settingsID  string         // its digest
-	fenceSingle bool           // tests only: take a fenced grant's number from one master, unsafe
-	noWriteBack bool           // tests only: answer a fenced grant without writing its number back, unsafe
-	undoByToken bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
-	noUndoRetry bool           // tests only: leave what a failed rollback should have undone until it expires
-	dialInline  bool           // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
-	maxValue    int            // WithMaxValue: the longest string of a reply kept; 0: maxBulk
+	quorum       int
+	drift        float64
+	nodeTimeout  time.Duration
+	retries      int
+	retryDelay   time.Duration
+	guardWindow  time.Duration
+	maxLockTTL   time.Duration
+	poolSize     int
+	pipelines    int
+	downAfter    int
+	probeEvery   time.Duration
+	clockEvery   time.Duration
+	clockJump    time.Duration
+	redisOpts    func(i int, o *redis.Options)
+	logf         func(format string, args ...any)
+	keyTTLs      *keyTTLs       // until when the TTLs written on each key may keep its lock alive: the guard covers them
+	guardsOff    map[Guard]bool // WithGuardsOff: tests only, unsafe
+	settings     string         // WithSettings: published on the masters
+	settingsID   string         // its digest
+	fenceSingle  bool           // tests only: take a fenced grant's number from one master, unsafe
+	noWriteBack  bool           // tests only: answer a fenced grant without writing its number back, unsafe
+	undoByToken  bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
+	noUndoRetry  bool           // tests only: leave what a failed rollback should have undone until it expires
+	dialInline   bool           // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
+	maxValue     int            // WithMaxValue: the longest string of a reply kept; 0: maxBulk
+	waitReplicas int            // WithWaitReplicas
 }
 
 // bigAt is the most one command or one string of a reply may take on a
@@ -159,6 +160,16 @@ func WithRedisOptions(f func(i int, o *redis.Options)) Option {
 // first waits for its replies, for a little less latency under light load
 // at more CPU per operation. At most the pool size.
 func WithPipelines(n int) Option { return func(o *options) { o.pipelines = n } }
+
+// WithWaitReplicas makes every batch of lock writes to a master wait
+// (WAIT) until n of its replicas acknowledged it, for at most half the
+// node timeout; a write not acknowledged in time does not count as that
+// master's vote (it answers as a master that did not reply would). It
+// narrows the window in which a failover loses a lock a primary granted;
+// the safety argument stays the restart guard's treatment of promotions
+// (replication.go). Default 0: no WAIT. A master with fewer replicas never
+// votes for a write.
+func WithWaitReplicas(n int) Option { return func(o *options) { o.waitReplicas = n } }
 
 // Guard names one of the client's safety mechanisms, for WithGuardsOff.
 type Guard string
@@ -302,6 +313,8 @@ func (o *options) validate(n int) error {
 		return errors.New("redlock: clock check interval and jump must not be negative")
 	case o.poolSize <= 0:
 		return errors.New("redlock: pool size must be positive")
+	case o.waitReplicas < 0:
+		return errors.New("redlock: replicas to wait for must not be negative")
 	case o.pipelines <= 0 || o.pipelines > o.poolSize:
 		return fmt.Errorf("redlock: pipelines per master %d out of range [1, pool size %d]", o.pipelines, o.poolSize)
 	}

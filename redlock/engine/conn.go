@@ -327,6 +327,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	m.w = w
 	m.buf = m.buf[:0]
 	sent, writes := 0, false
+	written := w.written[:0]
 	for _, c := range calls {
 		mark := len(m.buf)
 		var err error
@@ -345,8 +346,12 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		}
 		c.sent = true
 		sent++
-		writes = writes || c.writes()
+		if c.writes() {
+			writes = true
+			written = append(written, c)
+		}
 	}
+	w.written = written[:0]
 	if sent == 0 {
 		return
 	}
@@ -355,6 +360,15 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	seq := writes && w.b.n.countsSeq()
 	if seq {
 		m.buf = append(m.buf, seqCommand...)
+	}
+	// With WithWaitReplicas, they are followed by a WAIT, and count only
+	// when enough replicas acknowledged them.
+	wait := w.b.n.opts.waitReplicas
+	if !writes {
+		wait = 0
+	}
+	if wait > 0 {
+		m.buf = appendWait(m.buf, wait, w.b.n.opts.nodeTimeout)
 	}
 	m.used = now
 	if err := m.flush(deadline); err != nil {
@@ -389,6 +403,43 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 			w.b.n.noteSeq(m.runID, n)
 		}
 	}
+	if wait > 0 {
+		v, err := m.readReply()
+		acked, _ := v.(int64)
+		if err != nil && err != redis.Nil && !isReplyError(err) {
+			fail(err)
+		}
+		if err != nil || acked < int64(wait) {
+			// Applied on the master, perhaps, but not known to be on a
+			// replica: no answer, as a master that did not reply gives.
+			e := &NotReplicatedError{Acked: acked, Want: wait}
+			for _, c := range written {
+				c.res.SetErr(e)
+			}
+		}
+	}
+}
+
+// NotReplicatedError is a master's answer to a lock write that fewer of
+// its replicas acknowledged in time than WithWaitReplicas asks for: the
+// write may have taken effect on the master, so it counts as no answer
+// (and an acquire's part there is undone), but the master is not failing.
+type NotReplicatedError struct {
+	Acked int64 // replicas that acknowledged it
+	Want  int
+}
+
+func (e *NotReplicatedError) Error() string {
+	return fmt.Sprintf("redlock: %d of the %d replicas asked for (WithWaitReplicas) acknowledged the write in time", e.Acked, e.Want)
+}
+
+// appendWait appends WAIT for replicas, with half the node timeout (at
+// least a millisecond) for them to acknowledge: its reply then comes
+// before the batch's deadline.
+func appendWait(buf []byte, replicas int, nodeTimeout time.Duration) []byte {
+	ms := max(nodeTimeout.Milliseconds()/2, 1)
+	buf, _ = appendCommand(buf, []any{"wait", replicas, ms})
+	return buf
 }
 
 // readReply reads one RESP2 reply into the values go-redis gives: string,

@@ -19,6 +19,11 @@ import (
 func startReplica(t *testing.T, addr string) *redistest.Server {
 	t.Helper()
 	host, port, _ := strings.Cut(addr, ":")
+	pc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2})
+	defer pc.Close()
+	if err := pc.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err) // else the first sync waits 5 s for more replicas
+	}
 	r := redistest.Start(t, "--replicaof", host, port)
 	waitFor(t, 10*time.Second, "the replica in sync", func() bool {
 		return infoField(t, r, "replication", "master_link_status") == "up"
@@ -360,4 +365,59 @@ func TestPromotedAt(t *testing.T) {
 			t.Errorf("%s: promoted %s ago, want %s", c.name, got, c.ago)
 		}
 	}
+}
+
+// With WithWaitReplicas, a master's lock writes count only once its
+// replicas acknowledged them: with the replicas of two of three masters
+// stalled, an acquire is not granted (its outcome is not known, and what
+// it took is undone); with one stalled, it is.
+func TestWaitReplicas(t *testing.T) {
+	const w = time.Second
+	ms := redistest.StartN(t, 3)
+	var replicas []*redistest.Server
+	for _, m := range ms {
+		replicas = append(replicas, startReplica(t, m.Addr))
+	}
+	olderThan(t, w, ms...)
+	c, err := New(redistest.Addrs(ms), WithRestartGuard(w), WithNodeTimeout(300*time.Millisecond), WithRetry(0, 0), WithWaitReplicas(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if l, err := c.Acquire(ctx, "lock:wait", "a", 2*time.Second); err != nil || l == nil {
+		t.Fatalf("every replica in sync: %v", err)
+	}
+	if r, err := c.Release(ctx, "lock:wait", "a"); err != nil || !r.Released(c.Quorum()) {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	replicas[0].Stop()
+	l, err := c.Acquire(ctx, "lock:wait", "b", 2*time.Second)
+	if err != nil || l == nil {
+		replicas[0].Cont()
+		t.Fatalf("one replica stalled: %v", err)
+	}
+	if _, err := c.Release(ctx, "lock:wait", "b"); err != nil {
+		t.Logf("release with one replica stalled: %v", err)
+	}
+	replicas[1].Stop()
+	_, err = c.Acquire(ctx, "lock:wait", "c", 2*time.Second)
+	replicas[0].Cont()
+	replicas[1].Cont()
+	var qe *QuorumError
+	var nr *NotReplicatedError
+	if !errors.As(err, &qe) || !errors.As(err, &nr) {
+		t.Fatalf("two replicas stalled: %v, want a *QuorumError with a *NotReplicatedError", err)
+	}
+	waitFor(t, 5*time.Second, "the refused acquire undone", func() bool {
+		for _, m := range ms {
+			rc := m.Client()
+			v, _ := rc.Get(ctx, "lock:wait").Result()
+			rc.Close()
+			if v == "c" {
+				return false
+			}
+		}
+		return true
+	})
 }

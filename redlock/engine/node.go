@@ -114,7 +114,8 @@ func (n *node) record(err error, latency time.Duration, now time.Time) {
 	reached := err == nil || err == redis.Nil || isReplyError(err)
 	if !reached {
 		var re redis.Error
-		reached = errors.As(err, &re)
+		var nr *NotReplicatedError
+		reached = errors.As(err, &re) || errors.As(err, &nr)
 		if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, errAloneBusy) {
 			return // our own pool was busy: says nothing about the master
 		}

@@ -72,9 +72,11 @@ func (r *undoRetry) failed(err error) {
 // transientReply reports whether an error reply says the master could not
 // run the command now, but will later: loading its data at start (LOADING),
 // running a script past the busy threshold (BUSY), or refusing writes
-// until it can persist again (MISCONF).
+// until it can persist again (MISCONF), refusing writes or not knowing them
+// replicated while its replicas lag (NOREPLICAS: min-replicas-to-write,
+// WithWaitReplicas).
 func transientReply(re redis.Error) bool {
-	for _, p := range []string{"LOADING ", "BUSY ", "MISCONF ", "TRYAGAIN ", "MASTERDOWN "} {
+	for _, p := range []string{"LOADING ", "BUSY ", "MISCONF ", "TRYAGAIN ", "MASTERDOWN ", "NOREPLICAS "} {
 		if strings.HasPrefix(re.Error(), p) {
 			return true
 		}
