@@ -62,3 +62,11 @@ func TestSentinelGroupFailover(t *testing.T) {
 		t.Fatalf("failover %v -> %v", old, next)
 	}
 }
+
+func TestSentinelGroupKilledPrimary(t *testing.T) {
+	g := StartSentinels(t, "harness-kill")
+	old := g.KillPrimary()
+	if next := g.WaitPrimary(old); next != g.Servers[1] {
+		t.Fatalf("promoted %v, want %v", next, g.Servers[1])
+	}
+}

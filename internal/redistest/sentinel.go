@@ -40,8 +40,11 @@ func StartSentinels(t testing.TB, name string) *SentinelGroup {
 	t.Helper()
 	Require(t)
 	g := &SentinelGroup{Name: name, t: t}
-	primary := Start(t)
-	replica := Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	// Either may be the primary, serving a full sync at once: no wait
+	// for more replicas before a diskless sync (5 s by default).
+	fast := []string{"--repl-diskless-sync-delay", "0"}
+	primary := Start(t, fast...)
+	replica := Start(t, append(fast, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))...)
 	g.Servers = []*Server{primary, replica}
 	g.until("the replica's link to its primary is up", func() bool {
 		return infoField(replica, "replication", "master_link_status") == "up"
@@ -71,9 +74,10 @@ func (g *SentinelGroup) startSentinel(primaryPort int) *Server {
 bind 127.0.0.1
 protected-mode no
 dir %s
+logfile sentinel.log
 sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %[3]s %d
-sentinel failover-timeout %[3]s %d
+sentinel down-after-milliseconds %[3]s %[5]d
+sentinel failover-timeout %[3]s %[6]d
 sentinel parallel-syncs %[3]s 1
 `, s.Port, s.Dir, g.Name, primaryPort, sentinelDownAfter, sentinelFailover)
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
