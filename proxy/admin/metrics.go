@@ -256,10 +256,17 @@ var (
 	masterHandoffs  = prometheus.NewDesc("redlock_proxy_master_handoffs_total", "Pipelines to the master handed to a new connection because a reply carried a long string, so that the commands queued behind it did not wait for it.", []string{"master"}, nil)
 	masterAlone     = prometheus.NewDesc("redlock_proxy_master_alone_commands_total", "Commands sent to the master on a connection of their own, off the shared pipeline: long commands, and reads of long values.", []string{"master"}, nil)
 	masterUndoFails = prometheus.NewDesc("redlock_proxy_master_rollback_failures_total", "Tries to undo a refused acquire's part on the master that failed (timeout, lost connection); each is tried again until it lands or the lock would have expired.", []string{"master"}, nil)
+
+	// Masters given as a Sentinel group only.
+	masterPrimary     = prometheus.NewDesc("redlock_proxy_master_sentinel_primary", "1 for the primary the sentinels of a master given as a Sentinel group named last, where its connections go.", []string{"master", "group", "primary"}, nil)
+	masterSentinels   = prometheus.NewDesc("redlock_proxy_master_sentinels_answered", "Sentinels of a master given as a Sentinel group that answered the last time they were asked.", []string{"master"}, nil)
+	masterSentUnreach = prometheus.NewDesc("redlock_proxy_master_sentinels_unreachable_seconds", "How long no sentinel of a master given as a Sentinel group has answered (0 while one does); the master's connections stay with the last primary named.", []string{"master"}, nil)
+	masterSwitches    = prometheus.NewDesc("redlock_proxy_master_primary_switches_total", "Changes of primary seen for a master given as a Sentinel group; each closes the connections to the old primary.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone} {
+	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone,
+		masterPrimary, masterSentinels, masterSentUnreach, masterSwitches} {
 		ch <- d
 	}
 }
@@ -278,7 +285,22 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterDowns, prometheus.CounterValue, float64(m.MarkedDown), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterHandoffs, prometheus.CounterValue, float64(m.Handoffs), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterAlone, prometheus.CounterValue, float64(m.AloneCommands), m.Addr)
+		if g := m.Sentinel; g != nil {
+			ch <- prometheus.MustNewConstMetric(masterPrimary, prometheus.GaugeValue, 1, m.Addr, g.Name, g.Primary)
+			ch <- prometheus.MustNewConstMetric(masterSentinels, prometheus.GaugeValue, float64(g.Answered), m.Addr)
+			ch <- prometheus.MustNewConstMetric(masterSentUnreach, prometheus.GaugeValue, sentinelsDown(g).Seconds(), m.Addr)
+			ch <- prometheus.MustNewConstMetric(masterSwitches, prometheus.CounterValue, float64(g.Switches), m.Addr)
+		}
 	}
+}
+
+// sentinelsDown is how long no sentinel of the group has answered; 0
+// while one does.
+func sentinelsDown(g *engine.SentinelStatus) time.Duration {
+	if g.Reachable || g.UnreachableSince.IsZero() {
+		return 0
+	}
+	return time.Since(g.UnreachableSince)
 }
 
 // gogc reads the GOGC in force.

@@ -142,6 +142,34 @@ type masterView struct {
 	LatencyMS        float64 `json:"last_latency_ms"`
 	LastError        string  `json:"last_error"`
 	RunID            string  `json:"run_id"`
+	// Sentinel: a master given as a Sentinel group; absent otherwise.
+	Sentinel *sentinelView `json:"sentinel,omitempty"`
+}
+
+// sentinelView is a master's Sentinel group.
+type sentinelView struct {
+	Group              string     `json:"group"`
+	Primary            string     `json:"primary"` // where its connections go: the primary the sentinels named last
+	Sentinels          int        `json:"sentinels"`
+	Answered           int        `json:"sentinels_answered"` // the last time they were asked
+	Reachable          bool       `json:"sentinels_reachable"`
+	UnreachableSince   *time.Time `json:"sentinels_unreachable_since,omitempty"`
+	UnreachableSeconds float64    `json:"sentinels_unreachable_seconds"`
+	Switches           int        `json:"primary_switches"`
+	LastError          string     `json:"sentinels_last_error"`
+}
+
+func newSentinelView(g *engine.SentinelStatus) *sentinelView {
+	if g == nil {
+		return nil
+	}
+	v := &sentinelView{Group: g.Name, Primary: g.Primary, Sentinels: g.Sentinels, Answered: g.Answered, Reachable: g.Reachable,
+		UnreachableSeconds: sentinelsDown(g).Seconds(), Switches: g.Switches, LastError: g.LastError}
+	if !g.Reachable && !g.UnreachableSince.IsZero() {
+		t := g.UnreachableSince
+		v.UnreachableSince = &t
+	}
+	return v
 }
 
 type opRatesView struct {
@@ -188,6 +216,7 @@ func (p *statusPage) view(now time.Time) statusView {
 		v.Masters = append(v.Masters, masterView{
 			Addr: m.Addr, State: masterState(m), Durable: m.Durable, GuardLeftSeconds: m.GuardLeft.Seconds(),
 			Restarts: m.Restarts, ClockJumps: m.ClockJumps, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
+			Sentinel: newSentinelView(m.Sentinel),
 		})
 	}
 	v.Ops = p.rates(p.read(now))
