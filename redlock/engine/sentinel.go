@@ -244,7 +244,7 @@ func (n *node) staleConn(nc net.Conn) bool {
 func (s *sentinel) dial(ctx context.Context, network, _ string) (net.Conn, error) {
 	addr, gen := s.current()
 	if addr == "" {
-		s.ask(ctx)
+		s.askUnknown(ctx)
 		if addr, gen = s.current(); addr == "" {
 			s.mu.Lock()
 			why := s.lastErr
@@ -362,6 +362,21 @@ func (s *sentinel) context() (context.Context, context.CancelFunc) {
 func (s *sentinel) ask(ctx context.Context) {
 	s.askMu.Lock()
 	defer s.askMu.Unlock()
+	s.askLocked(ctx)
+}
+
+// askUnknown asks the sentinels unless a round that ran meanwhile (the
+// first of poll's, while a dial waited for it) found the primary.
+func (s *sentinel) askUnknown(ctx context.Context) {
+	s.askMu.Lock()
+	defer s.askMu.Unlock()
+	if addr, _ := s.current(); addr == "" {
+		s.askLocked(ctx)
+	}
+}
+
+// askLocked is ask, s.askMu held.
+func (s *sentinel) askLocked(ctx context.Context) {
 	type answer struct {
 		addr    string
 		reached bool // the sentinel answered, if only with an error
