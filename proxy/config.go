@@ -290,18 +290,28 @@ func (c *Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, m := range c.Redlock.Masters {
-		if err := checkAddr("redlock.masters", m); err != nil {
+		if err := checkMaster(m); err != nil {
 			return err
 		}
 		if seen[m] {
-			return fmt.Errorf("redlock.masters: %q is listed twice", m)
+			return fmt.Errorf("redlock.masters: %q is listed twice", engine.Redact(m))
 		}
 		seen[m] = true
 	}
 	if c.Proxy.Backend != "" {
+		if engine.IsSentinelAddr(c.Proxy.Backend) {
+			return errors.New("proxy.backend: a Sentinel group cannot be the backend; give the address of a Redis (host:port)")
+		}
 		if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
 			return err
 		}
+	} else if engine.IsSentinelAddr(c.Redlock.Masters[0]) {
+		// The backend would be the first master: its connections, and the
+		// sessions on them (MULTI, WATCH, blocking commands, subscriptions),
+		// would stay with one primary while the voter moves to another,
+		// and the application's data would be whatever the promoted replica
+		// had received.
+		return fmt.Errorf("proxy.backend: empty, so the backend would be the first master, %s, a Sentinel group: give the proxy a backend of its own (proxy.backend) when a voter is a Sentinel group", engine.Redact(c.Redlock.Masters[0]))
 	}
 	if err := validateMasterAuth(c); err != nil {
 		return err
@@ -396,6 +406,38 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// checkMaster checks one entry of redlock.masters: host:port, or a
+// Sentinel group, sentinel://[user:password@]host:port[,host:port…]/name.
+func checkMaster(addr string) error {
+	if engine.IsSentinelAddr(addr) {
+		if _, err := engine.ParseSentinelAddr(addr); err != nil {
+			return fmt.Errorf("redlock.masters: %w", err)
+		}
+		return nil
+	}
+	if strings.Contains(addr, "://") {
+		return fmt.Errorf("redlock.masters: %q is neither host:port nor sentinel://host:port[,host:port…]/name", addr)
+	}
+	return checkAddr("redlock.masters", addr)
+}
+
+// SplitMasters splits a comma-separated list of masters (the -masters
+// flag, REDLOCK_PROXY_MASTERS), where a Sentinel group's sentinels are
+// themselves separated by commas: "sentinel://a:1,b:2/name,host:port" is
+// two masters. A comma ends an entry unless it falls among the sentinels
+// of a sentinel:// entry, before its "/name".
+func SplitMasters(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if n := len(out); n > 0 && engine.IsSentinelAddr(out[n-1]) && !strings.Contains(strings.TrimPrefix(out[n-1], "sentinel://"), "/") {
+			out[n-1] += "," + part
+			continue
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
 func checkAddr(key, addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%s: %q is not host:port", key, addr)
@@ -411,6 +453,9 @@ func checkAddr(key, addr string) error {
 // on the masters (engine.WithSettings).
 func (c *Config) settingsSummary() string {
 	masters, keys, off := slices.Clone(c.Redlock.Masters), slices.Clone(c.Proxy.LockKeys), slices.Clone(c.GuardsOff)
+	for i, m := range masters {
+		masters[i] = engine.Redact(m) // published on the masters: no sentinel's password
+	}
 	slices.Sort(masters)
 	slices.Sort(keys)
 	slices.Sort(off)

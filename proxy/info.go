@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 	"github.com/tidwall/redcon"
 )
 
@@ -70,12 +71,28 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if !m.Up {
 				state = "down"
 			}
-			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,role=%s,replicas=%d,min_replicas_to_write=%d,promotions=%d,maxmemory_policy=%s,maxmemory=%d,evicted_keys=%d,evictions=%d,run_id=%s\r\n",
+			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,role=%s,replicas=%d,min_replicas_to_write=%d,promotions=%d,maxmemory_policy=%s,maxmemory=%d,evicted_keys=%d,evictions=%d,run_id=%s%s\r\n",
 				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.MarkedDown, m.Handoffs, m.AloneCommands,
-				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID)
+				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID, infoSentinel(m.Sentinel))
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
+}
+
+// infoSentinel is what INFO adds to a master given as a Sentinel group:
+// the group, the primary its connections go to, how many of its
+// sentinels answered the last time (of how many), for how long none has,
+// and the changes of primary seen.
+func infoSentinel(g *engine.SentinelStatus) string {
+	if g == nil {
+		return ""
+	}
+	down := int64(0)
+	if !g.Reachable && !g.UnreachableSince.IsZero() {
+		down = time.Since(g.UnreachableSince).Milliseconds()
+	}
+	return fmt.Sprintf(",sentinel_group=%s,primary=%s,sentinels=%d,sentinels_answered=%d,sentinels_reachable=%d,sentinels_unreachable_ms=%d,primary_switches=%d",
+		g.Name, g.Primary, g.Sentinels, g.Answered, b2i(g.Reachable), down, g.Switches)
 }
 
 // backendInfo are the sections of INFO the proxy has no fields of its own

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 func main() {
@@ -97,7 +98,7 @@ func run(args []string, stderr io.Writer) error {
 		if err := srv.InitMasters(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "masters declared a new deployment: %s\n", strings.Join(cfg.Redlock.Masters, ", "))
+		fmt.Fprintf(stderr, "masters declared a new deployment: %s\n", strings.Join(redacted(cfg.Redlock.Masters), ", "))
 		return nil
 	}
 	if _, err := srv.Listen(); err != nil {
@@ -256,8 +257,8 @@ var overrideTable = []struct {
 }{
 	{"listen", "REDLOCK_PROXY_LISTEN", "proxy.listen", func(c *proxy.Config, v string) { c.Proxy.Listen = v }},
 	{"backend", "REDLOCK_PROXY_BACKEND", "proxy.backend", func(c *proxy.Config, v string) { c.Proxy.Backend = v }},
-	{"masters", "REDLOCK_PROXY_MASTERS", "redlock.masters, comma-separated", func(c *proxy.Config, v string) {
-		c.Redlock.Masters = strings.Split(v, ",")
+	{"masters", "REDLOCK_PROXY_MASTERS", "redlock.masters, comma-separated (host:port, or sentinel://host:port,host:port/name for a Sentinel group)", func(c *proxy.Config, v string) {
+		c.Redlock.Masters = proxy.SplitMasters(v)
 	}},
 	{"password", "REDLOCK_PROXY_PASSWORD", "redlock.password", func(c *proxy.Config, v string) { c.Redlock.Password = v }},
 	{"metrics-listen", "REDLOCK_PROXY_METRICS_LISTEN", "metrics.listen", func(c *proxy.Config, v string) { c.Metrics.Listen = v }},
@@ -349,4 +350,13 @@ func readCAPool(path, key string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificate in the file", key)
 	}
 	return pool, nil
+}
+
+// redacted is the masters as logs show them: no sentinel's password.
+func redacted(masters []string) []string {
+	out := make([]string, len(masters))
+	for i, m := range masters {
+		out[i] = engine.Redact(m)
+	}
+	return out
 }

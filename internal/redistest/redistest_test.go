@@ -51,3 +51,22 @@ func TestServersDieWithACrashedTest(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestSentinelGroupFailover(t *testing.T) {
+	g := StartSentinels(t, "harness")
+	if p := g.Primary(); p != g.Servers[0] {
+		t.Fatalf("primary %v, want %v", p, g.Servers[0])
+	}
+	old, next := g.Failover()
+	if old != g.Servers[0] || next != g.Servers[1] {
+		t.Fatalf("failover %v -> %v", old, next)
+	}
+}
+
+func TestSentinelGroupKilledPrimary(t *testing.T) {
+	g := StartSentinels(t, "harness-kill")
+	old := g.KillPrimary()
+	if next := g.WaitPrimary(old); next != g.Servers[1] {
+		t.Fatalf("promoted %v, want %v", next, g.Servers[1])
+	}
+}

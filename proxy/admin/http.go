@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -28,11 +29,26 @@ func (m *Metrics) Handler() (h http.Handler, run func(done <-chan struct{})) {
 		} else {
 			fmt.Fprintf(w, "ready: %d of the masters can vote, %d needed\n", v, q)
 		}
-		for i, ms := range m.src.Engine.Status() {
-			for _, warn := range MasterWarnings(ms) {
-				fmt.Fprintf(w, "warning: master%d (%s) %s\n", i, ms.Addr, warn)
+		for i, s := range m.src.Engine.Status() {
+			for _, warn := range MasterWarnings(s) {
+				fmt.Fprintf(w, "warning: master%d (%s) %s\n", i, s.Addr, warn)
+			}
+			// Readiness is the votes alone; a voter's sentinels out of reach
+			// are told, not counted: its connections stay with the last
+			// primary they named, which votes as long as it answers.
+			if g := s.Sentinel; g != nil && !g.Reachable {
+				fmt.Fprintf(w, "master%d (%s): no sentinel of group %s answers (for %s); its connections stay with the last primary named, %s\n",
+					i, s.Addr, g.Name, sentinelsDown(g).Round(time.Second), orNone(g.Primary))
 			}
 		}
 	})
 	return mux, status.run
+}
+
+// orNone is s, or "none known" for "".
+func orNone(s string) string {
+	if s == "" {
+		return "none known"
+	}
+	return s
 }

@@ -263,11 +263,18 @@ var (
 	masterEvicted   = prometheus.NewDesc("redlock_proxy_master_evicted_keys", "The master's evicted_keys (INFO stats) at the last check.", []string{"master"}, nil)
 	masterEvictions = prometheus.NewDesc("redlock_proxy_master_eviction_guards_total", "Times the master's votes were withheld because it evicted keys.", []string{"master"}, nil)
 	masterUndoFails = prometheus.NewDesc("redlock_proxy_master_rollback_failures_total", "Tries to undo a refused acquire's part on the master that failed (timeout, lost connection); each is tried again until it lands or the lock would have expired.", []string{"master"}, nil)
+
+	// Masters given as a Sentinel group only.
+	masterPrimary     = prometheus.NewDesc("redlock_proxy_master_sentinel_primary", "1 for the primary the sentinels of a master given as a Sentinel group named last, where its connections go.", []string{"master", "group", "primary"}, nil)
+	masterSentinels   = prometheus.NewDesc("redlock_proxy_master_sentinels_answered", "Sentinels of a master given as a Sentinel group that answered the last time they were asked.", []string{"master"}, nil)
+	masterSentUnreach = prometheus.NewDesc("redlock_proxy_master_sentinels_unreachable_seconds", "How long no sentinel of a master given as a Sentinel group has answered (0 while one does); the master's connections stay with the last primary named.", []string{"master"}, nil)
+	masterSwitches    = prometheus.NewDesc("redlock_proxy_master_primary_switches_total", "Changes of primary seen for a master given as a Sentinel group; each closes the connections to the old primary.", []string{"master"}, nil)
 )
 
 func (masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{masterUp, masterGuarded, masterGuard, masterRestart, masterClockJump, masterLatency, masterPipelines, masterCommands, masterUndoFails, masterDowns, masterHandoffs, masterAlone,
-		masterReplica, masterReplicas, masterMinRepl, masterPromoted, masterEvicting, masterEvicted, masterEvictions} {
+		masterReplica, masterReplicas, masterMinRepl, masterPromoted, masterEvicting, masterEvicted, masterEvictions,
+		masterPrimary, masterSentinels, masterSentUnreach, masterSwitches} {
 		ch <- d
 	}
 }
@@ -293,7 +300,22 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(masterEvicting, prometheus.GaugeValue, float64(b2i(canEvict(m))), m.Addr, m.EvictionPolicy)
 		ch <- prometheus.MustNewConstMetric(masterEvicted, prometheus.GaugeValue, float64(m.EvictedKeys), m.Addr)
 		ch <- prometheus.MustNewConstMetric(masterEvictions, prometheus.CounterValue, float64(m.Evictions), m.Addr)
+		if g := m.Sentinel; g != nil {
+			ch <- prometheus.MustNewConstMetric(masterPrimary, prometheus.GaugeValue, 1, m.Addr, g.Name, g.Primary)
+			ch <- prometheus.MustNewConstMetric(masterSentinels, prometheus.GaugeValue, float64(g.Answered), m.Addr)
+			ch <- prometheus.MustNewConstMetric(masterSentUnreach, prometheus.GaugeValue, sentinelsDown(g).Seconds(), m.Addr)
+			ch <- prometheus.MustNewConstMetric(masterSwitches, prometheus.CounterValue, float64(g.Switches), m.Addr)
+		}
 	}
+}
+
+// sentinelsDown is how long no sentinel of the group has answered; 0
+// while one does.
+func sentinelsDown(g *engine.SentinelStatus) time.Duration {
+	if g.Reachable || g.UnreachableSince.IsZero() {
+		return 0
+	}
+	return time.Since(g.UnreachableSince)
 }
 
 // gogc reads the GOGC in force.

@@ -150,6 +150,34 @@ type masterView struct {
 	CanEvict         bool     `json:"can_evict"`
 	EvictedKeys      int64    `json:"evicted_keys"`
 	Warnings         []string `json:"warnings"`
+	// Sentinel: a master given as a Sentinel group; absent otherwise.
+	Sentinel *sentinelView `json:"sentinel,omitempty"`
+}
+
+// sentinelView is a master's Sentinel group.
+type sentinelView struct {
+	Group              string     `json:"group"`
+	Primary            string     `json:"primary"` // where its connections go: the primary the sentinels named last
+	Sentinels          int        `json:"sentinels"`
+	Answered           int        `json:"sentinels_answered"` // the last time they were asked
+	Reachable          bool       `json:"sentinels_reachable"`
+	UnreachableSince   *time.Time `json:"sentinels_unreachable_since,omitempty"`
+	UnreachableSeconds float64    `json:"sentinels_unreachable_seconds"`
+	Switches           int        `json:"primary_switches"`
+	LastError          string     `json:"sentinels_last_error"`
+}
+
+func newSentinelView(g *engine.SentinelStatus) *sentinelView {
+	if g == nil {
+		return nil
+	}
+	v := &sentinelView{Group: g.Name, Primary: g.Primary, Sentinels: g.Sentinels, Answered: g.Answered, Reachable: g.Reachable,
+		UnreachableSeconds: sentinelsDown(g).Seconds(), Switches: g.Switches, LastError: g.LastError}
+	if !g.Reachable && !g.UnreachableSince.IsZero() {
+		t := g.UnreachableSince
+		v.UnreachableSince = &t
+	}
+	return v
 }
 
 type opRatesView struct {
@@ -217,6 +245,7 @@ func (p *statusPage) view(now time.Time) statusView {
 			Restarts: m.Restarts, ClockJumps: m.ClockJumps, LatencyMS: float64(m.LastLatency.Microseconds()) / 1000, LastError: m.LastError, RunID: m.RunID,
 			Role: m.Role, Replicas: m.Replicas, MinReplicas: m.MinReplicasToWrite, Promotions: m.Promotions,
 			EvictionPolicy: m.EvictionPolicy, CanEvict: canEvict(m), EvictedKeys: m.EvictedKeys, Warnings: MasterWarnings(m),
+			Sentinel: newSentinelView(m.Sentinel),
 		})
 	}
 	v.Ops = p.rates(p.read(now))

@@ -343,6 +343,12 @@ func (w *worker) exec(batch []*call) {
 	if len(live) == 0 {
 		return
 	}
+	if w.conn != nil && w.b.n.staleConn(w.conn.nc) {
+		// The Sentinel group's primary moved (sentinel.go): this
+		// connection goes to the old one.
+		w.conn.close()
+		w.conn = nil
+	}
 	w.b.pipelines.Add(1)
 	w.b.commands.Add(int64(len(live)))
 	w.roundTrip(live, false, now, deadline)

@@ -231,6 +231,9 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	if err := o.validate(len(addrs)); err != nil {
 		return nil, err
 	}
+	if err := checkSentinelAddrs(addrs); err != nil {
+		return nil, err
+	}
 	c := &Client{quorum: o.quorum, opts: o, stop: make(chan struct{}), stopped: make(chan struct{})}
 	for i, a := range addrs {
 		c.nodes = append(c.nodes, newNode(i, a, &c.opts))
@@ -332,6 +335,7 @@ func (c *Client) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.stopped })
 	var errs []error
 	for _, n := range c.nodes {
+		n.stopSentinels()
 		n.batch.close()
 		errs = append(errs, n.rdb.Close())
 	}
@@ -382,6 +386,9 @@ type MasterStatus struct {
 	// (0: no limit, nothing is evicted).
 	EvictionPolicy string
 	Maxmemory      int64
+	// Sentinel describes the Sentinel group of a master given as one
+	// (sentinel://…); nil for a master given by address.
+	Sentinel *SentinelStatus
 }
 
 // Status reports the state of every master, in configuration order.

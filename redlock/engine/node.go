@@ -50,10 +50,14 @@ type node struct {
 	undoFailures atomic.Int64        // rollbacks that failed, retries included
 	undoLogs     [undoKinds]logLimit // under mu
 	probing      atomic.Bool         // a probe is running
+
+	// sentinel follows the primary of a master given as a Sentinel group
+	// (sentinel.go); nil for a master given by address.
+	sentinel *sentinel
 }
 
 func newNode(i int, addr string, o *options) *node {
-	n := &node{idx: i, addr: addr, opts: o}
+	n := &node{idx: i, addr: Redact(addr), opts: o}
 	ro := &redis.Options{Addr: addr}
 	if o.redisOpts != nil {
 		o.redisOpts(i, ro)
@@ -69,6 +73,9 @@ func newNode(i int, addr string, o *options) *node {
 	ro.Protocol = 2
 	ro.DisableIdentity = true
 	ro.OnConnect = n.onConnect
+	if IsSentinelAddr(addr) {
+		n.followSentinels(addr, ro) // its Dialer dials the group's primary
+	}
 	n.ro = ro
 	n.rdb = redis.NewClient(ro)
 	n.batch = newBatcher(n, o.pipelines, queueLen)
@@ -196,6 +203,7 @@ func (n *node) status() MasterStatus {
 		st.Pipelines, st.Commands = n.batch.pipelines.Load(), n.batch.commands.Load()
 		st.Handoffs, st.AloneCommands = n.batch.handoffs.Load(), n.batch.aloneRuns.Load()
 	}
+	n.sentinelStatus(&st)
 	return st
 }
 
