@@ -421,3 +421,72 @@ func TestWaitReplicas(t *testing.T) {
 		return true
 	})
 }
+
+// A lock held across each kind of failover of a voter given as a Sentinel
+// group (SENTINEL FAILOVER; the primary killed; the primary paused, so
+// that it comes back as a replica): the voter follows the new primary and
+// guards it as promoted, no second holder is granted, and the holder
+// still extends and releases its lock with the other two voters.
+func TestLockAcrossSentinelFailovers(t *testing.T) {
+	for _, mode := range []string{"sentinel-failover", "kill", "pause"} {
+		t.Run(mode, func(t *testing.T) {
+			const w = 3 * time.Second
+			g := redistest.StartSentinels(t, "locks")
+			ms := redistest.StartN(t, 2)
+			addrs := []string{g.URL(), ms[0].Addr, ms[1].Addr}
+			// The lock outlives the scene (a paused primary's comes back
+			// after tens of seconds on a loaded machine).
+			const ttl = time.Minute
+			var x, y *Client
+			for _, c := range []**Client{&x, &y} {
+				var err error
+				if *c, err = New(addrs, WithRestartGuard(w), WithMaxLockTTL(ttl), WithNodeTimeout(300*time.Millisecond), WithRetry(0, 0)); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { (*c).Close() })
+			}
+			ctx := context.Background()
+			for _, c := range []*Client{x, y} {
+				waitFor(t, w+5*time.Second, "every voter votes", func() bool {
+					c.Probe(ctx)
+					return c.VotersAvailable() == 3
+				})
+			}
+			const key = "lock:across"
+			if l, err := x.Acquire(ctx, key, "x", ttl); err != nil || l == nil {
+				t.Fatalf("X's acquire: %v", err)
+			}
+			switch mode {
+			case "sentinel-failover":
+				g.Failover()
+			case "kill":
+				g.WaitPrimary(g.KillPrimary())
+			case "pause":
+				old := g.PausePrimary()
+				g.WaitPrimary(old)
+				g.Resume(old)
+				waitFor(t, 30*time.Second, "the old primary back as a replica", func() bool {
+					return infoField(t, old, "replication", "role") == "slave"
+				})
+			}
+			for name, c := range map[string]*Client{"X": x, "Y": y} {
+				waitFor(t, 30*time.Second, name+" follows the promoted primary", func() bool {
+					c.Probe(ctx)
+					st := c.Status()[0]
+					return st.Sentinel != nil && st.Sentinel.Switches > 0 && st.Promotions > 0
+				})
+			}
+			if l, err := y.Acquire(ctx, key, "y", ttl); l != nil {
+				t.Fatal("Y was granted the lock X holds")
+			} else {
+				t.Logf("Y's acquire after the failover: %v", err)
+			}
+			if _, ok, err := x.Extend(ctx, key, "x", ttl, ExtendSet); !ok || err != nil {
+				t.Fatalf("X's extend after the failover: %v %v", ok, err)
+			}
+			if r, err := x.Release(ctx, key, "x"); err != nil || !r.Released(x.Quorum()) {
+				t.Fatalf("X's release after the failover: %+v %v", r, err)
+			}
+		})
+	}
+}
