@@ -157,7 +157,16 @@ type sentinel struct {
 	answered  int       // sentinels that answered the last round
 	downSince time.Time // since when no sentinel answers; zero while one does
 	lastErr   string
+	announced string    // the primary the last +switch-master named
+	announceT time.Time // when it came
 }
+
+// announceHold is how long after a +switch-master the sentinels' answers
+// to the question may lag behind it: the leader announces the switch, and
+// the others learn it from one another within seconds. Meanwhile a round
+// of questions does not move the voter away from the announced primary
+// while any sentinel names it.
+const announceHold = 30 * time.Second
 
 // primaryConn is a connection to the group's primary, as of generation gen.
 type primaryConn struct {
@@ -448,7 +457,10 @@ func (s *sentinel) askLocked(ctx context.Context) {
 	case answered > 0 && wasDown:
 		s.n.logf("redlock: master %s: the sentinels of group %s answer again", s.n.addr, s.addr.Name)
 	}
-	if best != "" {
+	s.mu.Lock()
+	lagging := cur != "" && cur == s.announced && now.Sub(s.announceT) < announceHold && votes[cur] > 0
+	s.mu.Unlock()
+	if best != "" && !lagging {
 		s.switchTo(best, "the sentinels name it")
 	}
 }
@@ -548,7 +560,11 @@ func (s *sentinel) subscribe(ctx context.Context, addr string) error {
 		// <name> <old ip> <old port> <new ip> <new port>
 		f := strings.Fields(fmt.Sprint(msg[2]))
 		if len(f) == 5 && f[0] == s.addr.Name {
-			s.switchTo(net.JoinHostPort(f[3], f[4]), "+switch-master from sentinel "+addr)
+			to := net.JoinHostPort(f[3], f[4])
+			s.mu.Lock()
+			s.announced, s.announceT = to, time.Now()
+			s.mu.Unlock()
+			s.switchTo(to, "+switch-master from sentinel "+addr)
 		}
 	}
 }

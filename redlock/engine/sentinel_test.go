@@ -220,6 +220,13 @@ func TestSentinelFollowsFailover(t *testing.T) {
 	if !strings.Contains(logs.String(), "moved from "+old.Addr+" to "+next.Addr) {
 		t.Fatalf("the switch is not logged:\n%s", logs.String())
 	}
+	// Sentinels that learn of the switch later than its announcement do
+	// not move the client back and forth: a few rounds of questions on,
+	// it has switched once.
+	time.Sleep(3 * time.Second)
+	if s := sentinelOf(t, c); s.Primary != next.Addr || s.Switches != 1 {
+		t.Fatalf("after a few rounds of questions: %+v\n%s", s, logs.String())
+	}
 }
 
 func TestSentinelFollowsKilledPrimary(t *testing.T) {
