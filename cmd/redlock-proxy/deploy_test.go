@@ -94,7 +94,7 @@ func serveProbes(t *testing.T, cfg proxy.Config) string {
 	masters := redistest.StartN(t, len(cfg.Redlock.Masters))
 	cfg.Redlock.Masters = redistest.Addrs(masters)
 	cfg.Redlock.Password, cfg.Redlock.MasterAuth, cfg.Proxy.Backend = "", nil, ""
-	cfg.Redlock.RestartGuard = false
+	cfg.Redlock.RestartGuard, cfg.Redlock.WaitReplicas = false, 0
 	cfg.Proxy.Listen = "127.0.0.1:0"
 	cfg.Metrics.Listen = fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	srv, err := proxy.New(cfg, zerolog.Nop())
@@ -129,11 +129,12 @@ func getStatus(t *testing.T, url string) int {
 
 type composeFile struct {
 	Services map[string]struct {
-		Image   string
-		Command []string
-		Build   struct{ Context, Dockerfile string }
-		Volumes []string
-		Ports   []string
+		Image       string
+		Command     []string
+		Environment map[string]string
+		Build       struct{ Context, Dockerfile string }
+		Volumes     []string
+		Ports       []string
 		// StopGrace is a Go duration string such as "15s".
 		StopGrace string                                `yaml:"stop_grace_period"`
 		DependsOn map[string]struct{ Condition string } `yaml:"depends_on"`
@@ -223,6 +224,9 @@ type k8sObject struct {
 	Spec       struct {
 		Selector    yaml.MapSlice // a Service's labels, or a workload's matchLabels
 		ServiceName string        `yaml:"serviceName"`
+		Replicas    int
+		ClusterIP   string `yaml:"clusterIP"`
+		NotReady    bool   `yaml:"publishNotReadyAddresses"`
 		Ports       []struct {
 			Name       string
 			Port       int
@@ -238,10 +242,12 @@ type k8sObject struct {
 type k8sPodSpec struct {
 	TerminationGrace int `yaml:"terminationGracePeriodSeconds"`
 	Containers       []struct {
-		Image string
-		Args  []string
-		Env   []struct {
+		Image   string
+		Command []string
+		Args    []string
+		Env     []struct {
 			Name      string
+			Value     string
 			ValueFrom struct {
 				SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
 			} `yaml:"valueFrom"`
@@ -296,9 +302,15 @@ func selects(sel, labels map[string]string) bool {
 
 func readK8s(t *testing.T, files ...string) []*k8sObject {
 	t.Helper()
+	return readK8sIn(t, "kubernetes", files...)
+}
+
+// readK8sIn reads manifests of the directory dir of deploy/.
+func readK8sIn(t *testing.T, dir string, files ...string) []*k8sObject {
+	t.Helper()
 	var out []*k8sObject
 	for _, f := range files {
-		raw, err := os.ReadFile(filepath.Join(deployDir, "kubernetes", f))
+		raw, err := os.ReadFile(filepath.Join(deployDir, dir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,6 +359,39 @@ func containerPort(t *testing.T, objs []*k8sObject, svc *k8sObject, target strin
 
 func TestDeployKubernetesAgreesWithTheProduct(t *testing.T) {
 	objs := readK8s(t, "masters.yaml", "proxy.yaml")
+	cfg := checkK8sProxy(t, objs)
+
+	// Every master is a Service in front of its own StatefulSet, on the
+	// port redis listens on, persisting every write.
+	sets := map[*k8sObject]bool{}
+	for _, m := range cfg.Redlock.Masters {
+		host, _, _ := net.SplitHostPort(m)
+		s := find(objs, "Service", host)
+		if s == nil {
+			t.Errorf("master %s: no Service %s", m, host)
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if p.Port != port(t, m) {
+				continue
+			}
+			ss, n := containerPort(t, objs, s, p.TargetPort)
+			args := ss.Spec.Template.Spec.Containers[0].Args
+			if ss.Kind != "StatefulSet" || flagValue(args, "--port") != strconv.Itoa(n) || !durableArgs(args) {
+				t.Errorf("master %s: %s %s runs %v", m, ss.Kind, ss.Metadata.Name, args)
+			}
+			sets[ss] = true
+		}
+	}
+	if len(sets) != 3 || len(cfg.Redlock.Masters) != 3 {
+		t.Errorf("%d masters on %d StatefulSets, want 3 on 3", len(cfg.Redlock.Masters), len(sets))
+	}
+}
+
+// checkK8sProxy checks the Deployment redlock-proxy of objs against the
+// product, and returns the configuration its ConfigMap holds.
+func checkK8sProxy(t *testing.T, objs []*k8sObject) proxy.Config {
+	t.Helper()
 	dep := find(objs, "Deployment", "redlock-proxy")
 	if dep == nil || len(dep.Spec.Template.Spec.Containers) != 1 {
 		t.Fatal("no Deployment redlock-proxy with one container")
@@ -424,32 +469,7 @@ func TestDeployKubernetesAgreesWithTheProduct(t *testing.T) {
 	if pod.TerminationGrace <= int(shutdownWait/time.Second) {
 		t.Errorf("terminationGracePeriodSeconds %d: want more than the %s the proxy may take to stop", pod.TerminationGrace, shutdownWait)
 	}
-
-	// Every master is a Service in front of its own StatefulSet, on the
-	// port redis listens on, persisting every write.
-	sets := map[*k8sObject]bool{}
-	for _, m := range cfg.Redlock.Masters {
-		host, _, _ := net.SplitHostPort(m)
-		s := find(objs, "Service", host)
-		if s == nil {
-			t.Errorf("master %s: no Service %s", m, host)
-			continue
-		}
-		for _, p := range s.Spec.Ports {
-			if p.Port != port(t, m) {
-				continue
-			}
-			ss, n := containerPort(t, objs, s, p.TargetPort)
-			args := ss.Spec.Template.Spec.Containers[0].Args
-			if ss.Kind != "StatefulSet" || flagValue(args, "--port") != strconv.Itoa(n) || !durableArgs(args) {
-				t.Errorf("master %s: %s %s runs %v", m, ss.Kind, ss.Metadata.Name, args)
-			}
-			sets[ss] = true
-		}
-	}
-	if len(sets) != 3 || len(cfg.Redlock.Masters) != 3 {
-		t.Errorf("%d masters on %d StatefulSets, want 3 on 3", len(cfg.Redlock.Masters), len(sets))
-	}
+	return cfg
 }
 
 // unit reads a systemd unit's [Service] settings; repeated keys accumulate.

@@ -1,9 +1,10 @@
 // Command validate checks the Kubernetes manifests of deploy/kubernetes
-// offline, without a cluster: every document must decode strictly (no
+// and deploy/kubernetes-sentinel offline, without a cluster: every document must decode strictly (no
 // unknown or duplicate fields, values of the right types) into the
 // Kubernetes API types of its kind (k8s.io/api, the version of kubectl 1.32).
 //
 //	cd deploy/kubernetes/validate && go run . ../masters.yaml ../proxy.yaml
+//	go run . ../../kubernetes-sentinel/{voters,sentinels,backend,proxy}.yaml
 //
 // It is a module of its own so that the proxy does not depend on the
 // Kubernetes libraries.
