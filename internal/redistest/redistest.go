@@ -27,6 +27,8 @@ type Server struct {
 	t    testing.TB
 	args []string
 	cmd  *exec.Cmd
+	// exited is closed once cmd's process has exited and been waited for.
+	exited chan struct{}
 }
 
 // Require fails the test when redis-server is missing and CI=true, and
@@ -59,13 +61,26 @@ func FreePort(t testing.TB) int {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Require(t)
-	s := &Server{t: t, Port: FreePort(t), Dir: t.TempDir()}
-	s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
-	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", s.Dir, "--protected-mode", "no"}, extra...)
-	s.start()
+	s := &Server{t: t, Dir: t.TempDir()}
 	t.Cleanup(s.Kill)
-	return s
+	// A port found free can be taken before the server binds it (by the
+	// local end of a connection, or by another test's server): then the
+	// server exits, or another answers in its place. Another port then.
+	for try := 0; ; try++ {
+		s.Port = FreePort(t)
+		s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
+		s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", s.Dir, "--protected-mode", "no"}, extra...)
+		err := s.tryStart()
+		if err == nil {
+			return s
+		}
+		s.Kill()
+		if try == 4 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; trying another port", err)
+	}
 }
 
 // StartN starts n servers.
@@ -88,17 +103,40 @@ func Addrs(ss []*Server) []string {
 
 func (s *Server) start() {
 	s.t.Helper()
+	if err := s.tryStart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// tryStart starts the process and waits until it answers PING as itself
+// (its process_id): a server that exits (its port taken) or another
+// process answering on its port is an error.
+func (s *Server) tryStart() error {
 	s.cmd = exec.Command("redis-server", s.args...)
 	dieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		return err
 	}
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(s.cmd)
 	c := s.Client()
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited at start", s.Addr)
+		default:
+		}
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(s.cmd.Process.Pid)+"\r\n") {
+				return fmt.Errorf("another process answers on %s", s.Addr)
+			}
+			return nil
+		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer PING", s.Addr)
+			return fmt.Errorf("redis-server on %s did not answer", s.Addr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -116,7 +154,7 @@ func (s *Server) Kill() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	_ = s.cmd.Process.Kill()
-	_, _ = s.cmd.Process.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
