@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	"net"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +77,7 @@ var (
 	historySeed     = flag.Int64("history.seed", 0, "seed of the randomized history test (0: from the clock)")
 	historyDuration = flag.Duration("history.duration", 0, "how long the randomized history test runs (0: the short schedule)")
 	historyAdverse  = flag.Float64("history.adversary", -1, "the adversary's actions per second in the randomized history test (-1: the schedule's)")
+	historyFaults   = flag.String("history.faults", "", "weights of faults of the full schedule to change, as kind=weight,… (e.g. failover=4,evict=4)")
 )
 
 const (
@@ -645,7 +648,9 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 	rng := rand.New(rand.NewSource(w.seed))
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		w.fault(rng, pick(rng, w.sch.faults))
+		kind := pick(rng, w.sch.faults)
+		w.h.count("fault drawn: " + kind)
+		w.fault(rng, kind)
 		pause := w.sch.pause
 		if pause[1] == 0 {
 			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
@@ -1351,6 +1356,18 @@ func TestHistory(t *testing.T) {
 	sch := fullSchedule
 	if *historyAdverse >= 0 {
 		sch.adversary.rate = *historyAdverse
+	}
+	if *historyFaults != "" {
+		sch.faults = maps.Clone(sch.faults)
+		for _, kw := range strings.Split(*historyFaults, ",") {
+			k, v, _ := strings.Cut(kw, "=")
+			n, err := strconv.Atoi(v)
+			if _, ok := sch.faults[k]; !ok || err != nil || n < 0 {
+				t.Fatalf("-history.faults: %q is not kind=weight of a fault of the schedule", kw)
+			}
+			sch.faults[k] = n
+		}
+		t.Logf("fault weights: %v", sch.faults)
 	}
 	w := newWorld(t, sch, seed(t))
 	v := w.run(d, false)
