@@ -166,13 +166,13 @@ func (w *world) failover(rng *rand.Rand, i int, pause bool) {
 	}
 	link.Reset() // what the replica had not received is lost
 	c := replica.Client()
-	err := c.Do(context.Background(), "replicaof", "no", "one").Err()
+	promoted := c.Do(context.Background(), "replicaof", "no", "one").Err()
 	c.Close()
 	w.setMaster(i, replica)
 	w.relays[i].SetTarget(replica.Addr)
 	w.relays[i].Reset()
 	letThrough(w.relays[k])
-	w.h.fault("master %d is its promoted replica %s (REPLICAOF NO ONE: %v); master %d's held-back writes dropped", i, replica.Addr, err, k)
+	w.h.fault("master %d is its promoted replica %s (REPLICAOF NO ONE: %v); master %d's held-back writes dropped", i, replica.Addr, promoted, k)
 	w.replicas[i], w.links[i] = nil, nil
 	next := old
 	if pause {
@@ -181,7 +181,15 @@ func (w *world) failover(rng *rand.Rand, i int, pause bool) {
 	} else {
 		next = redistest.Start(w.t, redistest.Durable...)
 	}
-	err = w.replicaOf(i, next, replica)
+	err := w.replicaOf(i, next, replica)
+	switch {
+	case err != nil:
+		w.h.count("failover: no replica in sync after it")
+	case promoted != nil:
+		w.h.count("failover: the promotion failed")
+	default:
+		w.h.count("failover: a replica promoted, another in sync")
+	}
 	if pause {
 		w.h.fault("master %d's old primary resumes as the replica of the new one: %v", i, err)
 	} else {
@@ -229,6 +237,11 @@ func (w *world) evict(rng *rand.Rand, i int) {
 		names = names[n:]
 	}
 	w.h.fault("master %d evicted %d keys (%d filler writes refused); maxmemory 0, noeviction again", i, after-before, refused)
+	if after > before {
+		w.h.count("evict: keys with a TTL evicted")
+	} else {
+		w.h.count("evict: nothing evicted")
+	}
 	// Master k through once both proxies have read the eviction.
 	field := fmt.Sprintf("master%d", i)
 	seen := 0
@@ -245,6 +258,9 @@ func (w *world) evict(rng *rand.Rand, i int) {
 	}
 	letThrough(w.relays[k])
 	w.h.fault("master %d's held-back writes dropped (%d of %d proxies had read the eviction)", k, seen, len(w.proxies))
+	if after > before && seen < len(w.proxies) {
+		w.h.count("evict: not read by every proxy within 3s")
+	}
 }
 
 // proxyEvicted reads evicted_keys from a master's line of the proxy's

@@ -31,7 +31,8 @@ import (
 // answers, RESET, disconnects in the middle of a request, FLUSHALL through
 // the proxy — while a schedule drawn from the same seed wipes masters'
 // data, switches their AOF off before a crash, restarts them, stalls them,
-// delays and resets their connections, and restarts the proxies. Every
+// delays and resets their connections, fails them over to their replicas,
+// makes them evict keys (failover_test.go), and restarts the proxies. Every
 // lock a client is told it holds becomes an interval on one monotonic
 // clock, from the reply to the end of the validity the client may rely on
 // (pushed out by each extend that succeeded, cut at its release); the
