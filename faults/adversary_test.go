@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"math/rand"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -1106,7 +1107,12 @@ return 1`)
 
 func (j *janitor) run(stop <-chan struct{}) {
 	for i, m := range j.w.masters {
-		j.clients = append(j.clients, redis.NewClient(&redis.Options{Addr: m.Addr, MaxRetries: -1, Protocol: 2,
+		// Dialled where voter i's process is now: a failover moves it.
+		dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+			d := net.Dialer{Timeout: 100 * time.Millisecond}
+			return d.DialContext(ctx, network, j.w.masterAddr(i))
+		}
+		j.clients = append(j.clients, redis.NewClient(&redis.Options{Addr: m.Addr, Dialer: dial, MaxRetries: -1, Protocol: 2,
 			DialTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}))
 		defer j.clients[i].Close()
 	}

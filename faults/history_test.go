@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
 	"net"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +31,8 @@ import (
 // answers, RESET, disconnects in the middle of a request, FLUSHALL through
 // the proxy — while a schedule drawn from the same seed wipes masters'
 // data, switches their AOF off before a crash, restarts them, stalls them,
-// delays and resets their connections, and restarts the proxies. Every
+// delays and resets their connections, fails them over to their replicas,
+// makes them evict keys (failover_test.go), and restarts the proxies. Every
 // lock a client is told it holds becomes an interval on one monotonic
 // clock, from the reply to the end of the validity the client may rely on
 // (pushed out by each extend that succeeded, cut at its release); the
@@ -75,6 +78,7 @@ var (
 	historySeed     = flag.Int64("history.seed", 0, "seed of the randomized history test (0: from the clock)")
 	historyDuration = flag.Duration("history.duration", 0, "how long the randomized history test runs (0: the short schedule)")
 	historyAdverse  = flag.Float64("history.adversary", -1, "the adversary's actions per second in the randomized history test (-1: the schedule's)")
+	historyFaults   = flag.String("history.faults", "", "weights of faults of the full schedule to change, as kind=weight,… (e.g. failover=4,evict=4)")
 )
 
 const (
@@ -438,7 +442,8 @@ type schedule struct {
 var fullSchedule = schedule{
 	name: "full",
 	faults: map[string]int{"wipe": 2, "double-wipe": 1, "aof-off": 2, "restart": 2, "stall": 3, "long-stall": 1,
-		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1, "lose-backend": 1},
+		"double-stall": 1, "delay": 3, "reset": 2, "proxy-restart": 2, "flush": 1, "split-flush": 1, "lose-backend": 1,
+		"failover": 1, "failover-pause": 1, "evict": 1},
 	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 4, "disconnect": 1},
 	adversary: adversarySpec{rate: adverseRate, attacks: fullAttacks},
 	maxDenial: maxDenial,
@@ -477,12 +482,17 @@ type world struct {
 	t       *testing.T
 	sch     schedule
 	seed    int64
-	masters []*redistest.Server
+	masters []*redistest.Server // each voter's process now (mmu: a failover replaces it)
+	mmu     sync.Mutex
 	relays  []*redistest.Relay
-	addrs   []string
-	proxies []*redistest.Proxy
-	h       *history
-	keys    []string
+	// Each voter's replica, and the relay it follows its primary through
+	// (failover_test.go).
+	replicas []*redistest.Server
+	links    []*redistest.Relay
+	addrs    []string
+	proxies  []*redistest.Proxy
+	h        *history
+	keys     []string
 	// The proxies' configuration: backend "voting" or "own" (own is
 	// that backend), lock_keys.
 	backend, lockKeys string
@@ -516,6 +526,7 @@ func newWorld(t *testing.T, sch schedule, seed int64) *world {
 		w.relays = append(w.relays, r)
 		w.addrs = append(w.addrs, r.Addr())
 	}
+	w.startReplicas()
 	backend := ""
 	if w.backend == "own" {
 		w.own = redistest.Start(t)
@@ -638,7 +649,9 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 	rng := rand.New(rand.NewSource(w.seed))
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		w.fault(rng, pick(rng, w.sch.faults))
+		kind := pick(rng, w.sch.faults)
+		w.h.count("fault drawn: " + kind)
+		w.fault(rng, kind)
 		pause := w.sch.pause
 		if pause[1] == 0 {
 			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
@@ -778,6 +791,14 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 		done()
 		time.Sleep(randDur(rng, 100*time.Millisecond, 500*time.Millisecond))
 		w.restartProxy(p)
+	case "failover", "failover-pause":
+		w.failover(rng, i, kind == "failover-pause")
+	case "evict":
+		if w.backend == "voting" && i == 0 {
+			// Master 0 holds the data client's keys, some with a TTL.
+			i = 1 + rng.Intn(len(w.masters)-1)
+		}
+		w.evict(rng, i)
 	case "proxy-restart":
 		p := rng.Intn(len(w.proxies))
 		w.h.fault("proxy %d restarts", p)
@@ -1337,6 +1358,18 @@ func TestHistory(t *testing.T) {
 	if *historyAdverse >= 0 {
 		sch.adversary.rate = *historyAdverse
 	}
+	if *historyFaults != "" {
+		sch.faults = maps.Clone(sch.faults)
+		for _, kw := range strings.Split(*historyFaults, ",") {
+			k, v, _ := strings.Cut(kw, "=")
+			n, err := strconv.Atoi(v)
+			if _, ok := sch.faults[k]; !ok || err != nil || n < 0 {
+				t.Fatalf("-history.faults: %q is not kind=weight of a fault of the schedule", kw)
+			}
+			sch.faults[k] = n
+		}
+		t.Logf("fault weights: %v", sch.faults)
+	}
 	w := newWorld(t, sch, seed(t))
 	v := w.run(d, false)
 	w.report(v)
@@ -1377,6 +1410,15 @@ func TestHistoryControls(t *testing.T) {
 		// restart): both are off here.
 		{name: "admin_commands_and_data_evidence_off", guardsOff: []string{"admin-commands", "data-evidence"}, faults: map[string]int{"split-flush": 1}, ops: base},
 		{name: "unknown_scripts_passthrough", unknownScripts: "passthrough", faults: map[string]int{"reset": 1}, ops: map[string]int{"set-nx": 1}},
+		// A replica older than the window promoted in place of a primary
+		// that crashed; locks granted while its replication and a third
+		// voter's writes were held back are on the old primary and one
+		// other voter only: the promoted replica and the third grant them
+		// again.
+		{name: "promotion_off", guardsOff: []string{"promotion"}, faults: map[string]int{"failover": 1}, ops: base},
+		// A lock on the evicting voter and one other only, evicted: that
+		// voter and the third grant it again.
+		{name: "eviction_off", guardsOff: []string{"eviction"}, faults: map[string]int{"evict": 1}, ops: base},
 	}
 	for i := range controls {
 		controls[i].backend, controls[i].lockKeys = "voting", "*"
@@ -1390,7 +1432,7 @@ func TestHistoryControls(t *testing.T) {
 			if len(v) == 0 {
 				t.Fatal("no violation with the guard off: the checker or the schedule cannot catch what it prevents")
 			}
-			t.Logf("first violation: %s", v[0])
+			t.Logf("first violation: %s\nfaults:\n  %s", v[0], strings.Join(w.h.faults, "\n  "))
 		})
 	}
 }
