@@ -201,19 +201,17 @@ func (w *world) failover(rng *rand.Rand, i int, pause bool) {
 }
 
 // evict makes voter i evict keys with a TTL: locks granted while voter
-// k's writes were held back are on i and the third voter only. While i
-// evicts, everything sent to it through its relay is held back too, then
-// dropped with the connections: the proxies reach it again on new
-// connections, each of which reads the master's state (evicted_keys
-// among it) before it carries a vote.
+// k's writes were held back are on i and the third voter only. The
+// proxies go on sending to i while it evicts: what they learn of the
+// eviction (the INFO stats ending each batch sent to a master whose policy
+// can evict, the periodic check) must keep i's votes from counting.
 func (w *world) evict(rng *rand.Rand, i int) {
 	k := w.other(rng, i)
 	d := randDur(rng, 300*time.Millisecond, 700*time.Millisecond)
 	defer w.losingLate(k)
-	w.h.fault("master %d's writes held back for %s, then master %d's too while it evicts under volatile-ttl", k, d, i)
+	w.h.fault("master %d's writes held back for %s, then master %d evicts under volatile-ttl", k, d, i)
 	holdBack(w.relays[k])
 	time.Sleep(d)
-	holdBack(w.relays[i])
 	ctx := context.Background()
 	c := w.masters[i].Client()
 	defer c.Close()
@@ -228,7 +226,7 @@ func (w *world) evict(rng *rand.Rand, i int) {
 	filler := strings.Repeat("x", 16<<10)
 	var names []string
 	after, refused := before, 0
-	for deadline := time.Now().Add(3 * time.Second); after == before && time.Now().Before(deadline); after = evicted() {
+	for deadline := time.Now().Add(1500 * time.Millisecond); after == before && time.Now().Before(deadline); after = evicted() {
 		name := fmt.Sprintf("filler:%d", len(names))
 		if err := c.Set(ctx, name, filler, 0).Err(); err != nil {
 			refused++ // OOM: nothing with a TTL to evict
@@ -244,9 +242,8 @@ func (w *world) evict(rng *rand.Rand, i int) {
 		c.Del(ctx, names[:n]...)
 		names = names[n:]
 	}
-	letThrough(w.relays[i])
 	letThrough(w.relays[k])
-	w.h.fault("master %d evicted %d keys (%d filler writes refused); maxmemory 0, noeviction again; what masters %d and %d were sent meanwhile dropped", i, after-before, refused, i, k)
+	w.h.fault("master %d evicted %d keys (%d filler writes refused); maxmemory 0, noeviction again; what master %d was sent meanwhile dropped", i, after-before, refused, k)
 	if after == before {
 		w.h.count("evict: nothing evicted")
 		return

@@ -3,10 +3,11 @@
 # masters and two real proxy processes (faults/history_test.go), with its
 # adversarial client (faults/adversary_test.go):
 #
-#   bash scripts/faults.sh [duration] [seed] [adversary]   # e.g. 10m; the default seed comes from the clock
+#   bash scripts/faults.sh [duration] [seed] [adversary] [weights]   # e.g. 10m; the default seed comes from the clock
 #
 # adversary is the adversary's actions per second (default: the schedule's,
-# 15; 0: none). It prints the seed and the configuration drawn from it; the
+# 15; 0: none); weights change the full schedule's fault weights
+# (e.g. failover=4,failover-pause=4,evict=4). It prints the seed and the configuration drawn from it; the
 # same seed draws the same choices again (the timings differ). It fails on
 # any two holders of a lock at once, and on a proxy that answers no lock
 # operation for 20 s.
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 duration="${1:-10m}"
 seed="${2:-0}"
 adversary="${3:--1}"
+weights="${4:-}"
 bash scripts/deps.sh >/dev/null
 export PATH="$PATH:/usr/local/go/bin"
-exec go test ./faults -run '^TestHistory$' -count=1 -timeout 0 -v -args -history.duration="$duration" -history.seed="$seed" -history.adversary="$adversary"
+exec go test ./faults -run '^TestHistory$' -count=1 -timeout 0 -v -args -history.duration="$duration" -history.seed="$seed" -history.adversary="$adversary" -history.faults="$weights"

@@ -370,6 +370,13 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	if wait > 0 {
 		m.buf = appendWait(m.buf, wait, w.b.n.opts.nodeTimeout)
 	}
+	// On a master whose policy can evict keys, every batch ends with INFO
+	// stats: an eviction before its commands ran guards the master before
+	// their replies count (replication.go).
+	evicts := w.b.n.evicts.Load()
+	if evicts {
+		m.buf = append(m.buf, infoStatsCommand...)
+	}
 	m.used = now
 	if err := m.flush(deadline); err != nil {
 		fail(err)
@@ -418,7 +425,21 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 			}
 		}
 	}
+	if evicts {
+		v, err := m.readReply()
+		if err != nil && err != redis.Nil && !isReplyError(err) {
+			fail(err)
+			return
+		}
+		if info, ok := v.(string); ok {
+			w.b.n.evictedNow(m.runID, parseServerInfo(info).repl.evicted, time.Now())
+		}
+	}
 }
+
+// infoStatsCommand reads a master's evicted_keys after a batch, encoded
+// once.
+var infoStatsCommand = appendCommandMust([]any{"info", "stats"})
 
 // NotReplicatedError is a master's answer to a lock write that fewer of
 // its replicas acknowledged in time than WithWaitReplicas asks for: the

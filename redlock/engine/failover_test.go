@@ -260,28 +260,31 @@ func countHolders(t *testing.T, c *Client, key string) int {
 
 // A master that evicts keys (a volatile-* or allkeys-* policy under
 // maxmemory) may drop a held lock: from the eviction on it does not vote
-// for the window. With GuardEviction off, a lock evicted from one master
-// is granted again with the votes of that master and one the first
-// holder's acquire did not reach.
+// for the window. The eviction is found by the periodic check, and, on a
+// master whose policy can evict, by the INFO stats that ends every batch
+// sent to it, before the batch's replies count: "before any check" runs
+// with the periodic check an hour apart. With GuardEviction off, a lock
+// evicted from one master is granted again with the votes of that master
+// and one the first holder's acquire did not reach.
 func TestEvictionGuard(t *testing.T) {
-	for _, guardOn := range []bool{true, false} {
-		t.Run(fmt.Sprintf("guard=%v", guardOn), func(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		guardOn, check bool
+	}{{"guard=true/seen_by_the_check", true, true}, {"guard=true/before_any_check", true, false}, {"guard=false", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
 			const w = 4 * time.Second
 			ms := redistest.StartN(t, 3)
 			third := redistest.NewRelay(t, ms[2].Addr)
 			olderThan(t, w, ms...)
 			addrs := []string{ms[0].Addr, ms[1].Addr, third.Addr()}
 			var off []Guard
-			if !guardOn {
+			if !tc.guardOn {
 				off = []Guard{GuardEviction}
 			}
 			ctx := context.Background()
 			x := newFailoverClient(t, addrs, w, off...)
-			y := newFailoverClient(t, addrs, w, off...)
-			for _, c := range []*Client{x, y} {
-				if c.Probe(ctx) != 3 || c.VotersAvailable() != 3 {
-					t.Fatalf("%d voters, want 3", c.VotersAvailable())
-				}
+			if x.Probe(ctx) != 3 || x.VotersAvailable() != 3 {
+				t.Fatalf("%d voters, want 3", x.VotersAvailable())
 			}
 			const key = "lock:evicted"
 			drop := holdBack(third, key) // X's lock lands on the first two masters only
@@ -290,28 +293,45 @@ func TestEvictionGuard(t *testing.T) {
 			if err != nil || lock == nil {
 				t.Fatalf("X's acquire: %v", err)
 			}
+			mayEvict(t, ms[0])
+			every := time.Second
+			if !tc.check {
+				every = time.Hour
+			}
+			y, err := New(addrs, WithRestartGuard(w), WithMaxLockTTL(w), WithNodeTimeout(300*time.Millisecond),
+				WithRetry(0, 0), WithGuardsOff(off...), WithClockCheck(every, time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer y.Close()
+			// Y meets the masters after the policy changed: it knows it.
+			if y.Probe(ctx) != 3 || y.VotersAvailable() != 3 || y.Status()[0].EvictionPolicy != "volatile-ttl" {
+				t.Fatalf("Y: %d voters, master 0 %+v", y.VotersAvailable(), y.Status()[0])
+			}
 			evict(t, ms[0], key)
-			waitFor(t, 5*time.Second, "the eviction seen", func() bool {
-				return y.Status()[0].EvictedKeys > 0
-			})
+			if tc.check {
+				waitFor(t, 5*time.Second, "the eviction seen", func() bool {
+					return y.Status()[0].EvictedKeys > 0
+				})
+			}
 			l, err := y.Acquire(ctx, key, "y", w)
 			switch {
-			case guardOn && l != nil:
+			case tc.guardOn && l != nil:
 				t.Fatal("Y was granted the lock X holds, with the vote of the master that evicted it")
-			case guardOn && (!y.Status()[0].Guarded || y.Status()[0].Evictions != 1):
+			case tc.guardOn && (!y.Status()[0].Guarded || y.Status()[0].Evictions != 1):
 				t.Fatalf("the master that evicted: %+v, want guarded once (acquire: %v)", y.Status()[0], err)
-			case !guardOn && l == nil:
+			case !tc.guardOn && l == nil:
 				t.Fatalf("guard off: Y was not granted the lock (%v); the control shows nothing", err)
-			case !guardOn:
+			case !tc.guardOn:
 				t.Logf("guard off: X and Y both hold %s", key)
 			}
 		})
 	}
 }
 
-// evict fills m until it evicts key, the one key with a TTL, under
-// volatile-ttl and a maxmemory just above what it uses.
-func evict(t *testing.T, m *redistest.Server, key string) {
+// mayEvict gives m the policy volatile-ttl under a maxmemory just above
+// what it uses.
+func mayEvict(t *testing.T, m *redistest.Server) {
 	t.Helper()
 	ctx := context.Background()
 	rc := m.Client()
@@ -323,6 +343,15 @@ func evict(t *testing.T, m *redistest.Server, key string) {
 	if err := rc.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+512<<10, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// evict fills m, under the policy mayEvict gave it, until it evicts key,
+// the one key with a TTL.
+func evict(t *testing.T, m *redistest.Server, key string) {
+	t.Helper()
+	ctx := context.Background()
+	rc := m.Client()
+	defer rc.Close()
 	filler := strings.Repeat("x", 64<<10)
 	for i := 0; i < 64; i++ {
 		err := rc.Set(ctx, fmt.Sprintf("filler:%d", i), filler, 0).Err()

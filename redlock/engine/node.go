@@ -43,9 +43,10 @@ type node struct {
 	clockJumps int          // clock jumps noticed
 	clockSkew  atomic.Int64 // tests only: added to the master's TIME, in ns
 
-	repl       replState // replication and memory, at the last look (replication.go)
-	promotions int       // promotions from replica noticed
-	evictions  int       // times it was guarded for evicting keys
+	repl       replState   // replication and memory, at the last look (replication.go)
+	evicts     atomic.Bool // its policy can evict and the eviction guard is on: batches end with INFO stats
+	promotions int         // promotions from replica noticed
+	evictions  int         // times it was guarded for evicting keys
 
 	undoFailures atomic.Int64        // rollbacks that failed, retries included
 	undoLogs     [undoKinds]logLimit // under mu

@@ -35,10 +35,13 @@ import (
 //
 // Eviction: a master whose maxmemory-policy evicts keys with a TTL
 // (volatile-*) or any key (allkeys-*) can drop a held lock as a restart
-// does. Each check reads its evicted_keys; a rise, within one process,
-// withholds its votes as a loss of data at that moment would, and a master
-// seen first with evictions already counted is guarded from then. The
-// warning when the policy evicts is logged once per policy.
+// does. Each check reads its evicted_keys, and so does every batch of
+// commands sent to a master whose policy can evict, after its commands (an
+// INFO stats in the same pipeline): a rise, within one process, withholds
+// its votes as a loss of data at that moment would, the replies of that
+// batch included, since they are counted only after it. A master seen first
+// with evictions already counted is guarded from then. The warning when
+// the policy evicts is logged once per policy.
 
 // GuardPromotion: a master that was promoted from a replica is guarded as
 // after a restart that lost its data; off, a promoted replica is judged as
@@ -144,6 +147,7 @@ func (n *node) takeReplication(st masterState, now time.Time, fresh bool) {
 		n.evictions++
 		n.lost(now, now, "it evicted "+strconv.FormatInt(r.evicted-was.evicted, 10)+" keys (maxmemory-policy "+r.policy+"): a lock may have been among them")
 	}
+	n.evicts.Store(r.evicts() && guard && !n.opts.guardsOff[GuardEviction])
 	if r.evicts() && (r.policy != was.policy || r.maxmemory != was.maxmemory || fresh) {
 		n.logf("redlock: master %s has maxmemory-policy %s under maxmemory %d: it can evict a held lock; set maxmemory-policy noeviction on every master", n.addr, r.policy, r.maxmemory)
 	}
@@ -162,4 +166,18 @@ func short(id string) string {
 		return "none"
 	}
 	return id
+}
+
+// evictedNow takes in evicted_keys as read at the end of a batch on a
+// connection of the process runID: a rise guards the master before the
+// batch's replies are counted.
+func (n *node) evictedNow(runID string, evicted int64, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if runID != n.runID || evicted <= n.repl.evicted {
+		return
+	}
+	n.evictions++
+	n.lost(now, now, "it evicted "+strconv.FormatInt(evicted-n.repl.evicted, 10)+" keys (maxmemory-policy "+n.repl.policy+"), seen after a batch of lock commands: a lock may have been among them")
+	n.repl.evicted = evicted
 }
