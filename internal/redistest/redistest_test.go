@@ -70,3 +70,32 @@ func TestSentinelGroupKilledPrimary(t *testing.T) {
 		t.Fatalf("promoted %v, want %v", next, g.Servers[1])
 	}
 }
+
+// A cluster of three shards forms, serves a key on the owner of its slot,
+// and moves slots between shards.
+func TestStartCluster(t *testing.T) {
+	c := StartCluster(t, 3, 0)
+	rc := c.Client()
+	defer rc.Close()
+	ctx := context.Background()
+	if err := rc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	owner := c.Owner("k")
+	oc := owner.Client()
+	defer oc.Close()
+	if v, err := oc.Get(ctx, "k").Result(); v != "v" || err != nil {
+		t.Fatalf("the owner of k's slot answers %q %v", v, err)
+	}
+	var to *Server
+	for _, n := range c.Nodes {
+		if n != owner {
+			to = n
+			break
+		}
+	}
+	c.Reshard(owner, to, 100)
+	if v, err := rc.Get(ctx, "k").Result(); v != "v" || err != nil {
+		t.Fatalf("after resharding: %q %v", v, err)
+	}
+}
