@@ -130,10 +130,12 @@ func holdBack(r *redistest.Relay) {
 	r.Delay.Store(int64(30 * time.Second))
 }
 
-// letThrough drops what r held back and lets the rest through again.
+// letThrough drops what r held back and lets the rest through again. The
+// delay goes first: a connection made between the two would otherwise
+// carry a command held back for the full delay, and run it that late.
 func letThrough(r *redistest.Relay) {
-	r.Reset()
 	r.Delay.Store(0)
+	r.Reset()
 }
 
 // other draws a voter other than i.
@@ -154,6 +156,7 @@ func (w *world) failover(rng *rand.Rand, i int, pause bool) {
 	olderThanWindow(replica)
 	defer w.losing(i)()
 	defer w.losingLate(k)
+	defer w.losing(k)() // from the hold on, then lateBound after it (losingLate)
 	how := "killed"
 	if pause {
 		how = "frozen"
@@ -209,6 +212,7 @@ func (w *world) evict(rng *rand.Rand, i int) {
 	k := w.other(rng, i)
 	d := randDur(rng, 300*time.Millisecond, 700*time.Millisecond)
 	defer w.losingLate(k)
+	defer w.losing(k)() // from the hold on, then lateBound after it (losingLate)
 	w.h.fault("master %d's writes held back for %s, then master %d evicts under volatile-ttl", k, d, i)
 	holdBack(w.relays[k])
 	time.Sleep(d)
@@ -223,6 +227,12 @@ func (w *world) evict(rng *rand.Rand, i int) {
 	used, _ := strconv.ParseInt(infoOf(c, "memory", "used_memory"), 10, 64)
 	c.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl")
 	c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+128<<10, 10))
+	// A policy that evicts, switched on at runtime, is known to a proxy
+	// from its next check of the master (clock_check) on: from then, every
+	// batch it sends there reads evicted_keys after its commands. An
+	// eviction within the check interval of the switch is not covered
+	// (docs/safety.md, "Voters that evict").
+	w.waitPolicyKnown(i, "volatile-ttl")
 	filler := strings.Repeat("x", 16<<10)
 	var names []string
 	after, refused := before, 0
@@ -265,6 +275,26 @@ func (w *world) evict(rng *rand.Rand, i int) {
 			return
 		}
 	}
+}
+
+// waitPolicyKnown waits, for at most 5 s, until every proxy's INFO shows
+// master i's maxmemory-policy as policy.
+func (w *world) waitPolicyKnown(i int, policy string) {
+	field := fmt.Sprintf("master%d", i)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		known := 0
+		for _, p := range w.proxies {
+			pc := p.Client()
+			if strings.Contains(infoOf(pc, "redlock", field), ",maxmemory_policy="+policy+",") {
+				known++
+			}
+			pc.Close()
+		}
+		if known == len(w.proxies) {
+			return
+		}
+	}
+	w.h.fault("master %d's policy %s not known to every proxy within 5s", i, policy)
 }
 
 // proxyEvicted reads evicted_keys from a master's line of the proxy's

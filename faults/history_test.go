@@ -767,8 +767,8 @@ func (w *world) fault(rng *rand.Rand, kind string) {
 		w.h.fault("master %d's writes held back and dropped, then FLUSHALL through proxy %d", k, p)
 		w.relays[k].Delay.Store(int64(5 * time.Second)) // nothing sent meanwhile gets through
 		time.Sleep(800 * time.Millisecond)
+		w.relays[k].Delay.Store(0) // first: a connection made after the reset must not be held back
 		w.relays[k].Reset()
-		w.relays[k].Delay.Store(0)
 		err := w.flushAll(p)
 		w.h.fault("FLUSHALL through proxy %d: %v", p, err)
 	case "reset":
