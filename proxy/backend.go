@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
+	"github.com/redlock-proxy/redlock-proxy/internal/sock"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -100,6 +101,7 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	nc = sock.Wrap(nc) // plain TCP: its reads and writes, package sock's
 	b := &backendConn{home: p, nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}

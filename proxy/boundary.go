@@ -128,8 +128,8 @@ func (s *Server) keyWhere(e *command, args [][]byte, movable bool, f func([]byte
 		if !e.keys {
 			return nil, nil
 		}
-		if _, served := lockCommands[e.name]; served {
-			for _, k := range lockKeysOf(e.name, args) {
+		if e.served {
+			for _, k := range servedKeys(e.name, args) {
 				if f(k) {
 					return k, nil
 				}
@@ -179,10 +179,10 @@ func (s *Server) takesLock(e *command, args [][]byte) bool {
 			return false // not a lock script: the boundary and cmdEval decide where it runs
 		}
 	}
-	if _, served := lockCommands[e.name]; !served {
+	if !e.served {
 		return false
 	}
-	for _, k := range lockKeysOf(e.name, args) {
+	for _, k := range servedKeys(e.name, args) {
 		if s.isLockKey(k) {
 			return true
 		}

@@ -256,3 +256,18 @@ func TestLookupNames(t *testing.T) {
 		t.Fatalf("lookup(SETNX) = %+v", e)
 	}
 }
+
+// BenchmarkRefusalGetSet is the boundary's check of a plain GET and SET,
+// which every pipelined passthrough command of the kind pays.
+func BenchmarkRefusalGetSet(b *testing.B) {
+	s := unreachableServer(b)
+	st := &client{authed: true}
+	get := [][]byte{[]byte("GET"), []byte("key:000000000123")}
+	set := [][]byte{[]byte("SET"), []byte("key:000000000123"), []byte("xxx")}
+	eg, es := lookup(get[0]), lookup(set[0])
+	for b.Loop() {
+		if s.refusal(st, eg, get) != "" || s.refusal(st, es, set) != "" {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
+	"github.com/redlock-proxy/redlock-proxy/internal/sock"
 )
 
 // Client input and output limits.
@@ -358,13 +359,14 @@ type Conn struct {
 	closed       atomic.Bool
 }
 
-// NewConn wraps nc. writeTimeout, in ns, may change while the connection
-// is open (a reload); nil: no write deadline.
+// NewConn wraps nc, whose reads and writes, on TCP, are package sock's.
+// writeTimeout, in ns, may change while the connection is open (a
+// reload); nil: no write deadline.
 func NewConn(nc net.Conn, lim Limits, writeTimeout *atomic.Int64) *Conn {
 	if writeTimeout == nil {
 		writeTimeout = new(atomic.Int64)
 	}
-	return &Conn{Conn: nc, f: inputFramer{lim: lim}, writeTimeout: writeTimeout}
+	return &Conn{Conn: sock.Wrap(nc), f: inputFramer{lim: lim}, writeTimeout: writeTimeout}
 }
 
 // Hold lets Write keep small output back (on) until it is set off, so that
