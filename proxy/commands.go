@@ -246,6 +246,8 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		r = ss.req
 	}
 	switch {
+	case s.cl != nil:
+		s.clusterBatch(c, st, batch) // clusterroute.go
 	case reads:
 		// On the shared connection (no client with reads has one of its
 		// own), in turns of at most muxMaxBatch, whose replies are held
@@ -494,6 +496,10 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 			s.sendSub(ss, st, args)
 			return
 		}
+	}
+	if s.cl != nil {
+		s.clusterRoute(c, st, args, pin) // clustertx.go
+		return
 	}
 	s.m.Passthrough.Inc()
 	bc, pooled, err := s.backendFor(st, pin)
