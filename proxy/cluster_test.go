@@ -38,6 +38,7 @@ func TestClusterBackend(t *testing.T) {
 	}
 	t.Run("routes_by_slot", func(t *testing.T) { flush(t); clusterRoutesBySlot(t, e, cl) })
 	t.Run("like_redis", func(t *testing.T) { flush(t); clusterLikeRedis(t, e, cl) })
+	t.Run("refusals", func(t *testing.T) { clusterRefusals(t, e) })
 	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
@@ -387,5 +388,36 @@ func TestClusterBackendConfig(t *testing.T) {
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%q: %v, want %q", c.backend, err, c.err)
 		}
+	}
+}
+
+// What a cluster backend does not serve is refused with an error that says
+// so, and plain SUBSCRIBE on RESP2 works.
+func clusterRefusals(t *testing.T, e *env) {
+	for _, cmd := range [][]string{{"SSUBSCRIBE", "ch"}, {"CLIENT", "TRACKING", "on"}} {
+		p := dialRESP(t, e.addr)
+		if got := p.do(t, cmd...); !strings.Contains(got, "not supported with a Redis Cluster backend") {
+			t.Errorf("%q: %q", cmd, got)
+		}
+		p.close()
+	}
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	p.do(t, "HELLO", "3")
+	p.do(t, "SUBSCRIBE", "ch")
+	if got := p.do(t, "GET", "k"); !strings.Contains(got, "on a subscribed connection are not supported") {
+		t.Errorf("GET on a subscribed RESP3 connection: %q", got)
+	}
+	sub := e.client().Subscribe(context.Background(), "news")
+	defer sub.Close()
+	if _, err := sub.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.c.Publish(context.Background(), "news", "hi").Result(); err != nil || n != 1 {
+		t.Fatalf("PUBLISH: %d %v", n, err)
+	}
+	m, err := sub.ReceiveMessage(context.Background())
+	if err != nil || m.Payload != "hi" {
+		t.Fatalf("message: %v %v", m, err)
 	}
 }

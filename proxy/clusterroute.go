@@ -20,8 +20,9 @@ import (
 //     and their replies merged in order (splitCommands);
 //   - DBSIZE, KEYS, SCAN, FLUSHDB, FLUSHALL and RANDOMKEY run on every
 //     primary (fanOut); SCAN's cursor names the primary (scanCursor);
-//   - every other keyless command runs on one primary, the first of the
-//     sorted list.
+//   - PUBLISH runs on the node of the proxy's subscriptions (the first
+//     seed), every other keyless command on one primary, the first of
+//     the sorted list.
 
 // errCrossSlot is the cluster's error for keys in different slots.
 const errCrossSlot = "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
@@ -107,6 +108,11 @@ func (s *Server) clusterDo(args [][]byte, resp3 bool) ([]byte, error) {
 		return nil, err
 	}
 	switch slot := slotOf(keys); {
+	case slot == -1 && name == "publish":
+		// On the node the proxy's subscriptions are on (the first
+		// seed): its count is theirs. The cluster passes the message to
+		// every node's subscribers.
+		return cb.send(s.be.addr, -1, args, resp3)
 	case slot == -1:
 		return cb.send(m.primaries[0], -1, args, resp3)
 	case slot >= 0:

@@ -205,3 +205,35 @@ func (s *Server) replayTx(bc *backendConn, tx *clusterTx) bool {
 	}
 	return true
 }
+
+// clusterRefusal refuses what a cluster backend does not serve through the
+// proxy ("" for the rest): sharded subscriptions (SSUBSCRIBE), whose
+// channels live on their slot's primary; commands with keys on a
+// subscribed RESP3 connection, which would run on the subscription's node
+// (the first seed) whatever their slot; and CLIENT TRACKING, whose
+// invalidations would come from one node only. Subscriptions themselves
+// (SUBSCRIBE, PSUBSCRIBE) work: a cluster passes every message to every
+// node.
+func (s *Server) clusterRefusal(st *client, args [][]byte) string {
+	name := strings.ToLower(string(args[0]))
+	switch {
+	case name == "ssubscribe":
+		return "ERR redlock-proxy: SSUBSCRIBE is not supported with a Redis Cluster backend; use SUBSCRIBE"
+	case name == "client" && len(args) > 2 && strings.EqualFold(string(args[1]), "tracking") && strings.EqualFold(string(args[2]), "on"):
+		return "ERR redlock-proxy: CLIENT TRACKING is not supported with a Redis Cluster backend"
+	case st.sub != nil && st.sub.resp3 && lookup(args[0]) == nil || st.sub != nil && st.sub.resp3 && !isPubSub(name):
+		if keys, err := s.clusterKeys(name, args); err == nil && len(keys) > 0 {
+			return "ERR redlock-proxy: commands with keys on a subscribed connection are not supported with a Redis Cluster backend; send them on another connection"
+		}
+	}
+	return ""
+}
+
+// isPubSub reports whether a command is one of the subscription commands.
+func isPubSub(name string) bool {
+	switch name {
+	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "ping", "reset", "quit":
+		return true
+	}
+	return false
+}

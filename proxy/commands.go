@@ -114,6 +114,12 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		c.Close()
 		return
 	}
+	if s.cl != nil {
+		if msg := s.clusterRefusal(st, cmd.Args); msg != "" { // clustertx.go
+			c.WriteError(msg)
+			return
+		}
+	}
 	if st.sub != nil {
 		if ss, ok := c.(*session); ok && s.subscribed(ss, st, e, nameOf(e, cmd.Args[0]), cmd.Args) {
 			return
