@@ -117,6 +117,12 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		c.Close()
 		return
 	}
+	if s.cl != nil {
+		if msg := s.clusterRefusal(st, cmd.Args); msg != "" { // clustertx.go
+			c.WriteError(msg)
+			return
+		}
+	}
 	if st.sub != nil {
 		if ss, ok := c.(*session); ok && s.subscribed(ss, st, e, nameOf(e, cmd.Args[0]), cmd.Args) {
 			return
@@ -249,6 +255,8 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		r = ss.req
 	}
 	switch {
+	case s.cl != nil:
+		s.clusterBatch(c, st, batch) // clusterroute.go
 	case reads:
 		// On the shared connection (no client with reads has one of its
 		// own), in turns of at most muxMaxBatch, whose replies are held
@@ -505,6 +513,10 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 			s.sendSub(ss, st, args)
 			return
 		}
+	}
+	if s.cl != nil {
+		s.clusterRoute(c, st, args, pin) // clustertx.go
+		return
 	}
 	s.m.Passthrough.Inc()
 	bc, pooled, err := s.backendFor(st, pin)

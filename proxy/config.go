@@ -298,7 +298,11 @@ func (c *Config) Validate() error {
 		}
 		seen[m] = true
 	}
-	if c.Proxy.Backend != "" {
+	if isClusterAddr(c.Proxy.Backend) {
+		if err := checkClusterBackend(c); err != nil { // cluster.go
+			return err
+		}
+	} else if c.Proxy.Backend != "" {
 		if engine.IsSentinelAddr(c.Proxy.Backend) {
 			return errors.New("proxy.backend: a Sentinel group cannot be the backend; give the address of a Redis (host:port)")
 		}

@@ -23,4 +23,5 @@ type client struct {
 	// command's own reply, their locks are deleted on the quorum too.
 	multiN    int
 	multiEnds []queuedEnd
+	cluster   *clusterTx // its own connection's state on a cluster backend (clustertx.go)
 }

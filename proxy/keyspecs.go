@@ -93,6 +93,9 @@ func (s *Server) movableKeys(args [][]byte) ([][]byte, error) {
 // one; a backend that did not answer in time is not asked again (a stalled
 // backend would make the caller wait twice).
 func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
+	if s.cl != nil {
+		return s.clusterValue(args) // clusterroute.go
+	}
 	be := s.dbOf(st).be
 	bc, err := be.get()
 	if err != nil {

@@ -353,6 +353,9 @@ var sharedReqs = sync.Pool{New: func() any { return new(muxReq) }}
 // their own (and, with more in flight than the pool keeps, a connection
 // dialled and closed for each).
 func (s *Server) backendShared(st *client, args [][]byte) (any, error) {
+	if s.cl != nil {
+		return s.clusterValue(args)
+	}
 	r := sharedReqs.Get().(*muxReq)
 	defer sharedReqs.Put(r)
 	out, got, err := s.dbOf(st).mux.do(r, []redcon.Command{{Args: args}})

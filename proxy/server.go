@@ -78,6 +78,9 @@ type Server struct {
 	db0  *database
 	dbMu sync.Mutex
 	dbs  map[int]*database
+	// cl routes passthrough to a Redis Cluster (cluster.go); nil for one
+	// Redis.
+	cl *clusterBackend
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -94,9 +97,17 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	beAddr := cfg.backendAddr()
+	var seeds []string
+	if isClusterAddr(beAddr) {
+		// The backend's own uses of one node (subscriptions, COMMAND,
+		// SELECT's check) go to the first seed; commands are routed.
+		seeds, _ = parseClusterAddr(beAddr)
+		beAddr = seeds[0]
+	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: lockscripts.NewCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
-		be: newBackend(cfg.backendAddr(), creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
+		be: newBackend(beAddr, creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
 	}
 	s.creds = creds
 	s.ops = newOpRunners(s)
@@ -110,6 +121,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.passthrough.Store(int64(cfg.Proxy.PassthroughTimeout.Duration))
 	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
 	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
+	if seeds != nil {
+		s.cl = newClusterBackend(seeds, creds.provider(cfg.backendAddr()), s.passthroughTimeout, cfg.Redlock.TLS)
+	}
 	s.m = admin.NewMetrics(admin.Source{
 		Engine: rl, Clients: s.clients.Load, MaxClients: s.maxClients.Load, GuardWindow: s.guardWindow,
 		Listen: cfg.Proxy.Listen, Backend: s.be.addr, Version: Version, Started: s.started,
@@ -246,6 +260,9 @@ func (s *Server) Close() error {
 	s.be.close()
 	s.mux3.close()
 	s.be3.close()
+	if s.cl != nil {
+		s.cl.close()
+	}
 	return errors.Join(err, s.rl.Close(), s.closeDatabases())
 }
 

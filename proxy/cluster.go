@@ -1,0 +1,439 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+)
+
+// A Redis Cluster as the passthrough backend (proxy.backend =
+// "cluster://host:port,host:port"): the proxy presents itself as one
+// standalone Redis, and the application's data lives in the cluster. Each
+// command with keys goes to the primary that serves its slot, read from
+// CLUSTER SLOTS (on start, every clusterRefresh, and after a MOVED); a
+// MOVED or ASK is followed (ASK with ASKING first) and never reaches the
+// client. Multi-key commands whose keys are in different slots are split
+// (clusterroute.go), or answered CROSSSLOT as the cluster answers them;
+// transactions, WATCH and blocking commands keep a connection of the
+// client's own on one primary (clustertx.go). docs/commands.md, "A Redis
+// Cluster as the backend", lists what is routed, split and refused.
+
+// clusterScheme begins a cluster backend's address.
+const clusterScheme = "cluster://"
+
+// isClusterAddr reports whether proxy.backend names a Redis Cluster.
+func isClusterAddr(addr string) bool { return strings.HasPrefix(addr, clusterScheme) }
+
+// parseClusterAddr reads the seed nodes of cluster://host:port[,host:port…].
+func parseClusterAddr(addr string) ([]string, error) {
+	rest := strings.TrimPrefix(addr, clusterScheme)
+	if rest == "" {
+		return nil, fmt.Errorf("%q names no node (want cluster://host:port[,host:port…])", addr)
+	}
+	var seeds []string
+	for _, a := range strings.Split(rest, ",") {
+		if _, _, err := net.SplitHostPort(a); err != nil || strings.ContainsAny(a, "/@") {
+			return nil, fmt.Errorf("%q: %q is not host:port (want cluster://host:port[,host:port…])", addr, a)
+		}
+		if slices.Contains(seeds, a) {
+			return nil, fmt.Errorf("%q: %q is listed twice", addr, a)
+		}
+		seeds = append(seeds, a)
+	}
+	return seeds, nil
+}
+
+// checkClusterBackend validates a cluster backend: its seeds, none of
+// which may be a master (the cluster is the application's data, never a
+// voter).
+func checkClusterBackend(c *Config) error {
+	seeds, err := parseClusterAddr(c.Proxy.Backend)
+	if err != nil {
+		return fmt.Errorf("proxy.backend: %w", err)
+	}
+	for _, s := range seeds {
+		if slices.Contains(c.Redlock.Masters, s) {
+			return fmt.Errorf("proxy.backend: %s is one of redlock.masters; a Redis Cluster backend holds the application's data and is never a voter: give it nodes of its own", s)
+		}
+	}
+	return nil
+}
+
+// numSlots is the number of hash slots of a Redis Cluster.
+const numSlots = 16384
+
+// keySlot is the hash slot of a key: CRC16 of its hash tag (the part
+// between the first '{' and the next '}', when not empty) or of the whole
+// key, modulo 16384.
+func keySlot(key []byte) int {
+	if i := bytes.IndexByte(key, '{'); i >= 0 {
+		if j := bytes.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key)) & (numSlots - 1)
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// clusterRefresh is how often the slot map is read again without a MOVED.
+const clusterRefresh = 10 * time.Second
+
+// clusterMaxRedirects bounds the MOVED, ASK and TRYAGAIN a command follows.
+const clusterMaxRedirects = 16
+
+// clusterMap is one reading of the cluster's slots.
+type clusterMap struct {
+	owner     [numSlots]string // the primary serving each slot; "": none
+	primaries []string         // sorted: SCAN's cursors number them
+}
+
+// clusterNode is the connection pools of one node.
+type clusterNode struct{ be, be3 *backend }
+
+// clusterBackend routes passthrough commands to a Redis Cluster's primaries.
+type clusterBackend struct {
+	seeds    []string
+	identity func() (string, string)
+	timeout  func() time.Duration
+	tls      *tls.Config
+
+	m       atomic.Pointer[clusterMap]
+	mu      sync.Mutex // nodes
+	nodes   map[string]*clusterNode
+	refresh chan struct{} // asks the refresher for a new reading
+	stop    chan struct{}
+	// refreshed is closed and replaced after every reading, for those
+	// that wait for one.
+	rmu       sync.Mutex
+	refreshed chan struct{}
+}
+
+func newClusterBackend(seeds []string, identity func() (string, string), timeout func() time.Duration, tlsCfg *tls.Config) *clusterBackend {
+	cb := &clusterBackend{seeds: seeds, identity: identity, timeout: timeout, tls: tlsCfg,
+		nodes: map[string]*clusterNode{}, refresh: make(chan struct{}, 1), stop: make(chan struct{}), refreshed: make(chan struct{})}
+	go cb.refresher()
+	return cb
+}
+
+// node is the pools of a node, made on first use.
+func (cb *clusterBackend) node(addr string) *clusterNode {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	n := cb.nodes[addr]
+	if n == nil {
+		be := newBackend(addr, cb.identity, cb.timeout(), 64, cb.tls)
+		n = &clusterNode{be: be, be3: be.resp3()}
+		cb.nodes[addr] = n
+	}
+	return n
+}
+
+// pool is the pool of addr for a protocol.
+func (cb *clusterBackend) pool(addr string, resp3 bool) *backend {
+	if n := cb.node(addr); resp3 {
+		return n.be3
+	} else {
+		return n.be
+	}
+}
+
+func (cb *clusterBackend) close() {
+	close(cb.stop)
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	for _, n := range cb.nodes {
+		n.be.close()
+		n.be3.close()
+	}
+}
+
+// refresher reads the slot map on start, when asked, and every
+// clusterRefresh.
+func (cb *clusterBackend) refresher() {
+	t := time.NewTicker(clusterRefresh)
+	defer t.Stop()
+	for {
+		_ = cb.load()
+		select {
+		case <-cb.stop:
+			return
+		case <-t.C:
+		case <-cb.refresh:
+		}
+	}
+}
+
+// askRefresh asks the refresher for a new reading, without waiting.
+func (cb *clusterBackend) askRefresh() {
+	select {
+	case cb.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// current is the slot map, waiting for the first reading (at most the
+// passthrough timeout) when there is none yet.
+func (cb *clusterBackend) current() (*clusterMap, error) {
+	if m := cb.m.Load(); m != nil {
+		return m, nil
+	}
+	cb.rmu.Lock()
+	ch := cb.refreshed
+	cb.rmu.Unlock()
+	cb.askRefresh()
+	select {
+	case <-ch:
+	case <-time.After(cb.timeout()):
+	}
+	if m := cb.m.Load(); m != nil {
+		return m, nil
+	}
+	return nil, errors.New("proxy: no node of the cluster backend answered CLUSTER SLOTS")
+}
+
+// load reads CLUSTER SLOTS from the first node that answers: the primaries
+// known, then the seeds.
+func (cb *clusterBackend) load() error {
+	defer func() {
+		cb.rmu.Lock()
+		close(cb.refreshed)
+		cb.refreshed = make(chan struct{})
+		cb.rmu.Unlock()
+	}()
+	var tries []string
+	if m := cb.m.Load(); m != nil {
+		tries = append(tries, m.primaries...)
+	}
+	tries = append(tries, cb.seeds...)
+	var errs []error
+	for _, addr := range tries {
+		m, err := cb.readSlots(addr)
+		if err == nil {
+			cb.m.Store(m)
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return errors.Join(errs...)
+}
+
+// readSlots reads the slot map from one node.
+func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
+	be := cb.pool(addr, false)
+	bc, err := be.get()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := bc.do([][]byte{[]byte("CLUSTER"), []byte("SLOTS")}, cb.timeout())
+	if err != nil {
+		bc.close()
+		return nil, err
+	}
+	v, err := wire.ParseValue(raw)
+	be.put(bc)
+	if err != nil {
+		return nil, err
+	}
+	if er, ok := v.(wire.ErrorReply); ok {
+		return nil, er
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	m := &clusterMap{}
+	ranges, _ := v.([]any)
+	for _, r := range ranges {
+		f, _ := r.([]any)
+		if len(f) < 3 {
+			continue
+		}
+		start, _ := f[0].(int64)
+		end, _ := f[1].(int64)
+		n, _ := f[2].([]any)
+		if len(n) < 2 || start < 0 || end >= numSlots || start > end {
+			continue
+		}
+		ip, _ := n[0].(string)
+		port, _ := n[1].(int64)
+		if ip == "" || ip == "?" {
+			ip = host // the node asked
+		}
+		p := net.JoinHostPort(ip, strconv.FormatInt(port, 10))
+		for s := start; s <= end; s++ {
+			m.owner[s] = p
+		}
+		if !slices.Contains(m.primaries, p) {
+			m.primaries = append(m.primaries, p)
+		}
+	}
+	if len(m.primaries) == 0 {
+		return nil, errors.New("CLUSTER SLOTS: no slot is served")
+	}
+	slices.Sort(m.primaries)
+	return m, nil
+}
+
+// moved notes a MOVED: the slot's owner at once, and a new reading of the
+// whole map (a MOVED usually comes with others: a resharding, a failover).
+func (cb *clusterBackend) moved(slot int, addr string) {
+	if old := cb.m.Load(); old != nil && slot >= 0 && slot < numSlots {
+		m := *old
+		m.owner[slot] = addr
+		if !slices.Contains(m.primaries, addr) {
+			m.primaries = append(slices.Clone(m.primaries), addr)
+			slices.Sort(m.primaries)
+		}
+		cb.m.CompareAndSwap(old, &m)
+	}
+	cb.askRefresh()
+}
+
+// redirect reads a MOVED or ASK reply: "-MOVED 3999 127.0.0.1:6381".
+func redirect(reply []byte) (kind string, slot int, addr string, ok bool) {
+	for _, k := range []string{"-MOVED ", "-ASK "} {
+		if bytes.HasPrefix(reply, []byte(k)) {
+			f := strings.Fields(string(trimCRLF(reply[len(k):])))
+			if len(f) != 2 {
+				return "", 0, "", false
+			}
+			n, err := strconv.Atoi(f[0])
+			if err != nil {
+				return "", 0, "", false
+			}
+			return strings.TrimSpace(k[1:]), n, f[1], true
+		}
+	}
+	return "", 0, "", false
+}
+
+// retryable reports whether an error reply asks to try again shortly: a
+// multi-key command whose slot is being migrated (TRYAGAIN), or a cluster
+// that is reconfiguring (CLUSTERDOWN).
+func retryable(reply []byte) bool {
+	return bytes.HasPrefix(reply, []byte("-TRYAGAIN")) || bytes.HasPrefix(reply, []byte("-CLUSTERDOWN"))
+}
+
+// send runs one command on the primary addr (for slot, -1 for a keyless
+// command), following MOVED and ASK, and returns its raw reply (the
+// caller's to keep).
+func (cb *clusterBackend) send(addr string, slot int, args [][]byte, resp3 bool) ([]byte, error) {
+	asking := false
+	for try := 0; ; try++ {
+		reply, err := cb.sendOnce(addr, args, resp3, asking)
+		if err != nil {
+			return nil, err
+		}
+		asking = false
+		if try >= clusterMaxRedirects {
+			return reply, nil
+		}
+		if kind, s, to, ok := redirect(reply); ok {
+			if kind == "MOVED" {
+				cb.moved(s, to)
+			} else {
+				asking = true
+			}
+			addr = to
+			continue
+		}
+		if retryable(reply) {
+			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+			if slot >= 0 {
+				if m, err := cb.current(); err == nil && m.owner[slot] != "" {
+					addr = m.owner[slot]
+				}
+			}
+			continue
+		}
+		return reply, nil
+	}
+}
+
+// sendOnce runs one command on addr (after ASKING when asking), on a
+// pooled connection; a pooled connection the node closed meanwhile is
+// replaced once by a new one.
+func (cb *clusterBackend) sendOnce(addr string, args [][]byte, resp3, asking bool) ([]byte, error) {
+	be := cb.pool(addr, resp3)
+	run := func(bc *backendConn) ([]byte, error) {
+		if asking {
+			r, err := bc.do([][]byte{[]byte("ASKING")}, cb.timeout())
+			if err != nil {
+				return nil, err
+			}
+			if len(r) == 0 || r[0] != '+' {
+				return append([]byte(nil), r...), nil
+			}
+		}
+		r, err := bc.do(args, cb.timeout())
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), r...), nil
+	}
+	bc, err := be.get()
+	if err != nil {
+		return nil, errBackendUnreachable
+	}
+	reply, err := run(bc)
+	if err != nil {
+		bc.close()
+		if bc, err = be.dial(); err != nil {
+			return nil, errBackendUnreachable
+		}
+		if reply, err = run(bc); err != nil {
+			bc.close()
+			return nil, err
+		}
+	}
+	be.put(bc)
+	return reply, nil
+}
+
+// readElements splits a raw array reply into its elements' raw replies;
+// ok is false for a reply that is not an array (an error).
+func readElements(raw []byte) (elems [][]byte, ok bool) {
+	if len(raw) == 0 || raw[0] != '*' {
+		return nil, false
+	}
+	r := bufio.NewReader(bytes.NewReader(raw))
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return nil, false
+	}
+	n, err := strconv.Atoi(string(trimCRLF(line[1:])))
+	if err != nil {
+		return nil, false
+	}
+	for range max(n, 0) {
+		e, err := wire.ReadReply(r, nil)
+		if err != nil {
+			return nil, false
+		}
+		elems = append(elems, e)
+	}
+	return elems, true
+}

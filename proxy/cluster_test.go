@@ -1,0 +1,423 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
+	"github.com/redlock-proxy/redlock-proxy/proxy"
+)
+
+// clusterEnv is a proxy whose backend is a Redis Cluster of three
+// primaries (every key a lock key: data beside locks, mixed.go).
+func clusterEnv(t *testing.T, mutate func(*proxy.Config)) (*env, *redistest.Cluster) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3, 0)
+	e := newEnv(t, 3, func(cfg *proxy.Config) {
+		cfg.Proxy.Backend = "cluster://" + strings.Join(cl.Addrs(), ",")
+		if mutate != nil {
+			mutate(cfg)
+		}
+	})
+	return e, cl
+}
+
+// One cluster for every part: each starts from a flushed keyspace.
+func TestClusterBackend(t *testing.T) {
+	e, cl := clusterEnv(t, nil)
+	flush := func(t *testing.T) {
+		if err := e.c.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("routes_by_slot", func(t *testing.T) { flush(t); clusterRoutesBySlot(t, e, cl) })
+	t.Run("like_redis", func(t *testing.T) { flush(t); clusterLikeRedis(t, e, cl) })
+	t.Run("refusals", func(t *testing.T) { clusterRefusals(t, e) })
+	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
+	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
+}
+
+// Single-key commands reach the primary of their slot, and multi-key
+// commands across slots are split, through a client that knows nothing
+// of the cluster.
+func clusterRoutesBySlot(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	keys := []string{"a", "b", "c", "d", "e", "f", "{t}1", "{t}2"}
+	for _, k := range keys {
+		if err := e.c.Set(ctx, k, "v"+k, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+	}
+	owners := map[string]bool{}
+	for _, k := range keys {
+		owner := cl.Owner(k)
+		owners[owner.Addr] = true
+		rc := owner.Client()
+		v, err := rc.Get(ctx, k).Result()
+		rc.Close()
+		if err != nil || v != "v"+k {
+			t.Fatalf("%s on its owner %s: %q %v", k, owner.Addr, v, err)
+		}
+	}
+	if len(owners) < 3 {
+		t.Fatalf("the keys landed on %d primaries", len(owners))
+	}
+	got, err := e.c.MGet(ctx, append(keys, "nope")...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got[i] != "v"+k {
+			t.Fatalf("MGET %s: %v", k, got[i])
+		}
+	}
+	if got[len(keys)] != nil {
+		t.Fatalf("MGET of a missing key: %v", got[len(keys)])
+	}
+	if n, err := e.c.DBSize(ctx).Result(); err != nil || n != int64(len(keys)) {
+		t.Fatalf("DBSIZE: %d %v", n, err)
+	}
+	// SCAN through every primary, COUNT 2: many pages, each key once.
+	var seen []string
+	var cursor uint64
+	for {
+		page, next, err := e.c.Scan(ctx, cursor, "*", 2).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, page...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(seen)
+	want := slices.Clone(keys)
+	slices.Sort(want)
+	if !slices.Equal(seen, want) {
+		t.Fatalf("SCAN saw %q, want %q", seen, want)
+	}
+	if _, err := e.do("SELECT", "1"); err == nil || err.Error() != "ERR SELECT is not allowed in cluster mode" {
+		t.Fatalf("SELECT 1: %v", err)
+	}
+}
+
+// clusterCrossSlot are the commands a single Redis runs and the proxy
+// answers CROSSSLOT when their keys are in different slots, as Redis
+// Cluster does (docs/commands.md, "A Redis Cluster as the backend").
+var clusterCrossSlot = map[string]string{
+	"msetnx":      "all or none: it cannot be split and stay atomic",
+	"rename":      "the key moves between slots",
+	"sunionstore": "reads and writes keys of several slots",
+	"sinter":      "reads keys of several slots",
+	"rpoplpush":   "moves an element between slots",
+	"eval":        "a script's keys must be in one slot",
+	"set":         "in MULTI: a transaction's keys must be in one slot",
+	"exec":        "EXECABORT: a command of the transaction was refused CROSSSLOT",
+}
+
+// The same commands, one by one and pipelined, in RESP2 and RESP3, sent
+// to a plain Redis and through the proxy in front of the cluster, reply
+// for reply; where Redis answers and the cluster refuses (CROSSSLOT), the
+// difference is allowed, and the keys it named are deleted on both sides.
+func clusterLikeRedis(t *testing.T, e *env, cl *redistest.Cluster) {
+	rc := cl.Nodes[0].Client()
+	defer rc.Close()
+	slot := func(k string) int64 { return rc.ClusterKeySlot(context.Background(), k).Val() }
+	for _, pair := range [][2]string{{"d:a", "d:b"}, {"d:m1", "d:m2"}, {"d:x1", "d:x2"}, {"d:s", "d:{u}s1"}, {"d:l", "d:x5"}, {"d:{v}", "d:{w}"}} {
+		if slot(pair[0]) == slot(pair[1]) {
+			t.Fatalf("%s and %s share a slot: choose other keys", pair[0], pair[1])
+		}
+	}
+	seq := [][]string{
+		{"SET", "d:a", "1"}, {"GET", "d:a"}, {"INCR", "d:a"}, {"INCRBY", "d:a", "5"}, {"APPEND", "d:b", "hello"},
+		{"STRLEN", "d:b"}, {"GETRANGE", "d:b", "0", "2"}, {"SETEX", "d:c", "100", "x"}, {"TTL", "d:c"},
+		{"PEXPIRE", "d:c", "50000"}, {"PTTL", "d:c"}, {"PERSIST", "d:c"}, {"TTL", "d:c"}, {"SET", "d:e", "v", "EX", "100"},
+		{"EXPIRE", "d:e", "200"}, {"GETDEL", "d:e"}, {"GETEX", "d:b", "EX", "100"}, {"TTL", "d:b"}, {"TYPE", "d:b"},
+		{"HSET", "d:h", "f1", "v1", "f2", "v2"}, {"HGET", "d:h", "f1"}, {"HGETALL", "d:h"}, {"HINCRBY", "d:h", "n", "3"},
+		{"HDEL", "d:h", "f2"}, {"HLEN", "d:h"}, {"HEXISTS", "d:h", "f1"},
+		{"RPUSH", "d:l", "1", "2", "3"}, {"LPUSH", "d:l", "0"}, {"LRANGE", "d:l", "0", "-1"}, {"LPOP", "d:l"},
+		{"RPOP", "d:l"}, {"LLEN", "d:l"}, {"LINDEX", "d:l", "0"},
+		{"SADD", "d:s", "a", "b", "c"}, {"SMEMBERS", "d:s"}, {"SISMEMBER", "d:s", "a"}, {"SREM", "d:s", "b"}, {"SCARD", "d:s"},
+		{"ZADD", "d:z", "1", "a", "2", "b", "3", "c"}, {"ZRANGE", "d:z", "0", "-1", "WITHSCORES"}, {"ZSCORE", "d:z", "b"},
+		{"ZINCRBY", "d:z", "5", "a"}, {"ZRANK", "d:z", "a"}, {"ZREM", "d:z", "c"}, {"ZCARD", "d:z"},
+		// Across slots: split and merged.
+		{"MSET", "d:m1", "1", "d:m2", "2", "d:m3", "3", "d:m4", "4"}, {"MGET", "d:m1", "d:m2", "d:nope", "d:m3", "d:m4"},
+		{"EXISTS", "d:m1", "d:m2", "d:nope", "d:m1"}, {"TOUCH", "d:m1", "d:m2", "d:nope"}, {"DEL", "d:m1", "d:m2", "d:nope"},
+		{"UNLINK", "d:m3", "d:m4"}, {"MGET", "d:m1", "d:m3"}, {"DBSIZE"}, {"KEYS", "d:*"},
+		// Hash tags: one slot.
+		{"MSET", "d:{u}1", "a", "d:{u}2", "b"}, {"MSETNX", "d:{u}3", "c", "d:{u}4", "d"}, {"SADD", "d:{u}s1", "x", "y"},
+		{"SADD", "d:{u}s2", "y", "z"}, {"SINTER", "d:{u}s1", "d:{u}s2"}, {"SUNIONSTORE", "d:{u}s3", "d:{u}s1", "d:{u}s2"},
+		{"SMEMBERS", "d:{u}s3"}, {"RENAME", "d:{u}1", "d:{u}5"}, {"GET", "d:{u}5"},
+		{"EVAL", "return redis.call('get', KEYS[1]) .. redis.call('get', KEYS[2])", "2", "d:{u}2", "d:{u}5"},
+		{"MULTI"}, {"SET", "d:{u}t", "1"}, {"INCR", "d:{u}t"}, {"GET", "d:{u}t"}, {"EXEC"},
+		{"DBSIZE"}, {"KEYS", "d:*"},
+	}
+	// Keys in different slots, refused as Redis Cluster refuses them: one
+	// by one, and the keys each named deleted on both sides after it (what
+	// Redis did, the cluster did not).
+	cross := [][]string{
+		{"MSETNX", "d:x1", "1", "d:x2", "2"}, {"SUNIONSTORE", "d:x3", "d:s", "d:{u}s1"}, {"RENAME", "d:a", "d:b"},
+		{"SINTER", "d:s", "d:{u}s1"}, {"EVAL", "return redis.call('get', KEYS[1])", "2", "d:a", "d:b"},
+		{"RPOPLPUSH", "d:l", "d:x5"}, {"MULTI"}, {"SET", "d:{v}", "1"}, {"SET", "d:{w}", "2"}, {"EXEC"},
+		{"DBSIZE"}, {"KEYS", "d:*"},
+	}
+	plain := startPlain(t)
+	for _, mode := range []struct {
+		name  string
+		resp3 bool
+		chunk int
+	}{{"resp2", false, 1}, {"resp2_pipelined", false, 7}, {"resp3", true, 1}, {"resp3_pipelined", true, 5}} {
+		t.Run(mode.name, func(t *testing.T) {
+			p, r := dialRESP(t, e.addr), dialRESP(t, plain)
+			defer p.close()
+			defer r.close()
+			p.do(t, "FLUSHALL")
+			r.do(t, "FLUSHALL")
+			if mode.resp3 {
+				p.do(t, "HELLO", "3")
+				r.do(t, "HELLO", "3")
+			}
+			var queued [][]string
+			compare := func(cmd []string, got, want string) bool {
+				name := strings.ToLower(cmd[0])
+				same := sameReply(cmd, got, want)
+				if !same && name == "exec" && got[0] == '*' && want[0] == '*' {
+					same = sameElements(t, queued, got, want)
+				}
+				switch {
+				case name == "multi":
+					queued = [][]string{}
+				case name == "exec":
+					queued = nil
+				case queued != nil:
+					queued = append(queued, cmd)
+				}
+				return same
+			}
+			for i := 0; i < len(seq); i += mode.chunk {
+				cmds := seq[i:min(i+mode.chunk, len(seq))]
+				gots, wants := p.pipeline(t, cmds...), r.pipeline(t, cmds...)
+				for j, cmd := range cmds {
+					if !compare(cmd, gots[j], wants[j]) {
+						t.Fatalf("command %d %q:\nproxy %q\nRedis %q", i+j, cmd, gots[j], wants[j])
+					}
+				}
+			}
+			allowed := 0
+			var named, txKeys []string
+			for _, cmd := range cross {
+				got, want := p.do(t, cmd...), r.do(t, cmd...)
+				name := strings.ToLower(cmd[0])
+				if queued != nil {
+					txKeys = append(txKeys, cmd[1:]...) // an EXECABORT undoes them all
+				}
+				if compare(cmd, got, want) {
+					continue
+				}
+				if name == "exec" {
+					named = append(named, txKeys...)
+				}
+				crossSlot := strings.HasPrefix(got, "-CROSSSLOT") || name == "exec" && strings.HasPrefix(got, "-EXECABORT")
+				if _, ok := clusterCrossSlot[name]; !ok || !crossSlot {
+					t.Fatalf("%q:\nproxy %q\nRedis %q", cmd, got, want)
+				}
+				allowed++
+				for _, a := range cmd[1:] {
+					if strings.HasPrefix(a, "d:") {
+						named = append(named, a)
+					}
+				}
+				if queued == nil {
+					txKeys = nil
+					for _, k := range named {
+						p.do(t, "DEL", k)
+						r.do(t, "DEL", k)
+					}
+					named = nil
+				}
+			}
+			if allowed != 8 {
+				t.Fatalf("%d allowed differences, want the 8 CROSSSLOT cases", allowed)
+			}
+		})
+	}
+}
+
+// With every key a lock key, a lock's mirror (mixed.go) is written to the
+// primary of its slot, and taken back from there on release.
+func clusterLockMirror(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	for _, k := range []string{"lk:a", "lk:b", "lk:c", "lk:d"} {
+		if ok, err := e.c.SetNX(ctx, k, "tok-"+k, 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("SET %s NX: %v %v", k, ok, err)
+		}
+		rc := cl.Owner(k).Client()
+		v, err := rc.Get(ctx, k).Result()
+		rc.Close()
+		if err != nil || v != "tok-"+k {
+			t.Fatalf("the mirror of %s on its owner: %q %v", k, v, err)
+		}
+		if v, err := e.c.Get(ctx, k).Result(); err != nil || v != "tok-"+k {
+			t.Fatalf("GET %s: %q %v", k, v, err)
+		}
+		n, err := e.c.Eval(ctx, "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end", []string{k}, "tok-"+k).Int()
+		if err != nil || n != 1 {
+			t.Fatalf("release %s: %d %v", k, n, err)
+		}
+		rc = cl.Owner(k).Client()
+		x, err := rc.Exists(ctx, k).Result()
+		rc.Close()
+		if err != nil || x != 0 {
+			t.Fatalf("the mirror of %s after release: %d %v", k, x, err)
+		}
+	}
+}
+
+// Slots move from one primary to another while a client sends commands
+// through the proxy: no MOVED or ASK reaches it, no command fails, and
+// every value is kept.
+func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	const n = 300
+	for i := range n {
+		if err := e.c.Set(ctx, fmt.Sprintf("r:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := cl.Owner("r:0"), cl.Owner("r:1")
+	if from == to {
+		to = cl.Nodes[(slices.Index(cl.Nodes, from)+1)%3]
+	}
+	before := map[string]string{}
+	for i := range n {
+		before[fmt.Sprintf("r:%d", i)] = cl.Owner(fmt.Sprintf("r:%d", i)).Addr
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var ops atomic.Int64
+	errs := make(chan error, 16)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.client()
+			defer c.Close()
+			for i := w; !stop.Load(); i = (i + 4) % n {
+				k := fmt.Sprintf("r:%d", i)
+				var err error
+				switch i % 4 {
+				case 0:
+					err = c.Incr(ctx, k).Err()
+					if err == nil {
+						err = c.Decr(ctx, k).Err()
+					}
+				case 1:
+					var v int
+					if v, err = c.Get(ctx, k).Int(); err == nil && v != i {
+						err = fmt.Errorf("GET %s = %d", k, v)
+					}
+				case 2:
+					var vs []any
+					if vs, err = c.MGet(ctx, k, fmt.Sprintf("r:%d", (i+1)%n), fmt.Sprintf("r:%d", (i+2)%n)).Result(); err == nil && vs[0] != fmt.Sprint(i) {
+						err = fmt.Errorf("MGET %s = %v", k, vs)
+					}
+				case 3:
+					pipe := c.TxPipeline()
+					pipe.Incr(ctx, k)
+					pipe.Decr(ctx, k)
+					_, err = pipe.Exec(ctx)
+				}
+				if err != nil {
+					select {
+					case errs <- fmt.Errorf("%s: %w", k, err):
+					default:
+					}
+					return
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	cl.Reshard(from, to, 1000)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	moved := 0
+	for k, owner := range before {
+		if cl.Owner(k).Addr != owner {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key changed primary: the resharding moved none of the keys used")
+	}
+	for i := range n {
+		if v, err := e.c.Get(ctx, fmt.Sprintf("r:%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("r:%d after the resharding: %d %v", i, v, err)
+		}
+	}
+	t.Logf("%d commands during the resharding; %d of %d keys moved to another primary", ops.Load(), moved, n)
+}
+
+// proxy.backend = "cluster://host:port[,host:port…]": its forms, and a
+// master among its nodes refused.
+func TestClusterBackendConfig(t *testing.T) {
+	for _, c := range []struct {
+		backend, err string
+	}{
+		{"cluster://127.0.0.1:7000,127.0.0.1:7001", ""},
+		{"cluster://h1:7000", ""},
+		{"cluster://", "names no node"},
+		{"cluster://h1", "is not host:port"},
+		{"cluster://h1:7000,h1:7000", "listed twice"},
+		{"cluster://127.0.0.1:6379", "is one of redlock.masters"},
+	} {
+		cfg := proxy.DefaultConfig()
+		cfg.Redlock.Masters = []string{"127.0.0.1:6379", "127.0.0.1:6380", "127.0.0.1:6381"}
+		cfg.Proxy.Backend = c.backend
+		err := cfg.Validate()
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%q: %v, want %q", c.backend, err, c.err)
+		}
+	}
+}
+
+// What a cluster backend does not serve is refused with an error that says
+// so, and plain SUBSCRIBE on RESP2 works.
+func clusterRefusals(t *testing.T, e *env) {
+	for _, cmd := range [][]string{{"SSUBSCRIBE", "ch"}, {"CLIENT", "TRACKING", "on"}} {
+		p := dialRESP(t, e.addr)
+		if got := p.do(t, cmd...); !strings.Contains(got, "not supported with a Redis Cluster backend") {
+			t.Errorf("%q: %q", cmd, got)
+		}
+		p.close()
+	}
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	p.do(t, "HELLO", "3")
+	p.do(t, "SUBSCRIBE", "ch")
+	if got := p.do(t, "GET", "k"); !strings.Contains(got, "on a subscribed connection are not supported") {
+		t.Errorf("GET on a subscribed RESP3 connection: %q", got)
+	}
+	sub := e.client().Subscribe(context.Background(), "news")
+	defer sub.Close()
+	if _, err := sub.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.c.Publish(context.Background(), "news", "hi").Result(); err != nil || n != 1 {
+		t.Fatalf("PUBLISH: %d %v", n, err)
+	}
+	m, err := sub.ReceiveMessage(context.Background())
+	if err != nil || m.Payload != "hi" {
+		t.Fatalf("message: %v %v", m, err)
+	}
+}

@@ -1,0 +1,428 @@
+package proxy
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+)
+
+// Routing of one command on a cluster backend (cluster.go):
+//
+//   - a command with keys goes to the primary of their slot; keys in
+//     different slots are CROSSSLOT, as the cluster answers, but for
+//     MGET, MSET, DEL, UNLINK, EXISTS and TOUCH, which are split by slot
+//     and their replies merged in order (splitCommands);
+//   - DBSIZE, KEYS, SCAN, FLUSHDB, FLUSHALL and RANDOMKEY run on every
+//     primary (fanOut); SCAN's cursor names the primary (scanCursor);
+//   - PUBLISH runs on the node of the proxy's subscriptions (the first
+//     seed), every other keyless command on one primary, the first of
+//     the sorted list.
+
+// errCrossSlot is the cluster's error for keys in different slots.
+const errCrossSlot = "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+
+// splitCommands are the multi-key commands split by slot.
+var splitCommands = map[string]bool{"mget": true, "mset": true, "del": true, "unlink": true, "exists": true, "touch": true}
+
+// clusterKeys is the keys of a command, for its slot: where the backend's
+// COMMAND reply puts them, the declared keys of a script or function, and
+// those of other commands whose keys move with their arguments as COMMAND
+// GETKEYS names them.
+func (s *Server) clusterKeys(name string, args [][]byte) ([][]byte, error) {
+	switch name {
+	case "command", "cluster", "info", "ping", "echo", "time":
+		return nil, nil // keyless; COMMAND is how keys are found
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		if len(args) < 3 {
+			return nil, nil
+		}
+		n, err := parseInt(args[2])
+		if err != nil || n < 0 || n > int64(len(args)-3) {
+			return nil, nil // the node answers the error
+		}
+		return args[3 : 3+n], nil
+	}
+	specs, err := s.keyTab.load(s)
+	if err != nil {
+		return nil, err
+	}
+	sp, ok := specOf(specs, args[0], nil)
+	if ok && sp.subs && len(args) > 1 {
+		sp, ok = specOf(specs, args[0], args[1])
+	}
+	switch {
+	case !ok:
+		return nil, nil
+	case sp.movable:
+		return s.movableKeys(args)
+	case sp.first <= 0 || sp.first >= len(args):
+		return nil, nil
+	}
+	last := sp.last
+	if last < 0 {
+		last += len(args)
+	}
+	var keys [][]byte
+	for i := sp.first; i <= min(last, len(args)-1); i += max(sp.step, 1) {
+		keys = append(keys, args[i])
+	}
+	return keys, nil
+}
+
+// slotOf is the one slot of keys: -1 for none, -2 for keys in different
+// slots.
+func slotOf(keys [][]byte) int {
+	slot := -1
+	for _, k := range keys {
+		switch n := keySlot(k); {
+		case slot == -1:
+			slot = n
+		case n != slot:
+			return -2
+		}
+	}
+	return slot
+}
+
+// clusterDo runs one command (args) on the cluster backend and returns its
+// raw reply, in RESP3 when resp3.
+func (s *Server) clusterDo(args [][]byte, resp3 bool) ([]byte, error) {
+	cb := s.cl
+	m, err := cb.current()
+	if err != nil {
+		return nil, err
+	}
+	name := strings.ToLower(string(args[0]))
+	switch name {
+	case "dbsize", "keys", "scan", "flushdb", "flushall", "randomkey":
+		return s.fanOut(m, name, args, resp3)
+	}
+	keys, err := s.clusterKeys(name, args)
+	if err != nil {
+		return nil, err
+	}
+	switch slot := slotOf(keys); {
+	case slot == -1 && name == "publish":
+		// On the node the proxy's subscriptions are on (the first
+		// seed): its count is theirs. The cluster passes the message to
+		// every node's subscribers.
+		return cb.send(s.be.addr, -1, args, resp3)
+	case slot == -1:
+		return cb.send(m.primaries[0], -1, args, resp3)
+	case slot >= 0:
+		addr := m.owner[slot]
+		if addr == "" {
+			addr = m.primaries[0] // it answers CLUSTERDOWN, or MOVED
+		}
+		return cb.send(addr, slot, args, resp3)
+	case splitCommands[name]:
+		return s.splitDo(name, args, resp3)
+	}
+	return []byte(errCrossSlot), nil
+}
+
+// slotPart is the part of a split command for one slot: the positions of
+// its keys (or key-value pairs) in the client's command.
+type slotPart struct {
+	slot int
+	at   []int
+	args [][]byte
+}
+
+// splitDo runs a multi-key command whose keys are in several slots as one
+// command per slot, at once, and merges their replies: MGET's values in
+// the order of its keys, MSET's OK, the others' counts summed. The first
+// error answered by a part is the reply (the other parts ran: MSET and
+// DEL are not atomic across slots, as on a cluster-aware client).
+func (s *Server) splitDo(name string, args [][]byte, resp3 bool) ([]byte, error) {
+	step := 1
+	if name == "mset" {
+		step = 2
+		if (len(args)-1)%2 != 0 {
+			return []byte("-ERR wrong number of arguments for 'mset' command\r\n"), nil
+		}
+	}
+	var parts []*slotPart
+	bySlot := map[int]*slotPart{}
+	for i := 1; i+step-1 < len(args); i += step {
+		sl := keySlot(args[i])
+		p := bySlot[sl]
+		if p == nil {
+			p = &slotPart{slot: sl, args: [][]byte{args[0]}}
+			bySlot[sl] = p
+			parts = append(parts, p)
+		}
+		p.at = append(p.at, i)
+		p.args = append(p.args, args[i:i+step]...)
+	}
+	replies := make([][]byte, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := s.cl.current()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			addr := m.owner[p.slot]
+			if addr == "" {
+				addr = m.primaries[0]
+			}
+			replies[i], errs[i] = s.cl.send(addr, p.slot, p.args, resp3)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, r := range replies {
+		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
+			return r, nil
+		}
+	}
+	switch name {
+	case "mset":
+		return []byte("+OK\r\n"), nil
+	case "mget":
+		vals := make([][]byte, len(args))
+		for i, p := range parts {
+			elems, ok := readElements(replies[i])
+			if !ok || len(elems) != len(p.at) {
+				return nil, errors.New("proxy: unexpected MGET reply from a cluster node")
+			}
+			for j, at := range p.at {
+				vals[at] = elems[j]
+			}
+		}
+		out := redcon.AppendArray(nil, len(args)-1)
+		for _, v := range vals[1:] {
+			out = append(out, v...)
+		}
+		return out, nil
+	}
+	var n int64
+	for _, r := range replies {
+		v, err := wire.ParseValue(r)
+		x, ok := v.(int64)
+		if err != nil || !ok {
+			return nil, errors.New("proxy: unexpected reply from a cluster node")
+		}
+		n += x
+	}
+	return redcon.AppendInt(nil, n), nil
+}
+
+// fanOut runs a keyspace command on every primary: DBSIZE summed, KEYS
+// joined, FLUSHDB and FLUSHALL on each (the first error, else OK),
+// RANDOMKEY from the primaries in random order until one has a key, SCAN
+// one primary after another (scanCursor).
+func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, resp3 bool) ([]byte, error) {
+	cb := s.cl
+	switch name {
+	case "scan":
+		return s.clusterScan(m, args, resp3)
+	case "randomkey":
+		var last []byte
+		for _, i := range rand.Perm(len(m.primaries)) {
+			r, err := cb.send(m.primaries[i], -1, args, resp3)
+			if err != nil {
+				return nil, err
+			}
+			if !isNilReply(r) {
+				return r, nil
+			}
+			last = r
+		}
+		return last, nil
+	}
+	replies := make([][]byte, len(m.primaries))
+	errs := make([]error, len(m.primaries))
+	var wg sync.WaitGroup
+	for i, addr := range m.primaries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = cb.send(addr, -1, args, resp3)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, r := range replies {
+		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
+			return r, nil
+		}
+	}
+	switch name {
+	case "dbsize":
+		var n int64
+		for _, r := range replies {
+			v, _ := wire.ParseValue(r)
+			x, _ := v.(int64)
+			n += x
+		}
+		return redcon.AppendInt(nil, n), nil
+	case "keys":
+		var all [][]byte
+		for _, r := range replies {
+			elems, ok := readElements(r)
+			if !ok {
+				return r, nil
+			}
+			all = append(all, elems...)
+		}
+		out := redcon.AppendArray(nil, len(all))
+		for _, e := range all {
+			out = append(out, e...)
+		}
+		return out, nil
+	}
+	return replies[0], nil // flushes: OK
+}
+
+// SCAN's cursor on a cluster backend names the primary and the cursor
+// there: node + cursor<<scanNodeBits, where node is the primary's place in
+// the sorted list of primaries' addresses. A scan goes through the
+// primaries one after another, each from cursor 0 until it answers 0, and
+// ends (cursor 0) after the last. A primary's cursor of more than
+// 64-scanNodeBits bits, or a change of the primaries in the middle of a
+// scan, is answered "ERR invalid cursor" or loses SCAN's guarantees.
+const scanNodeBits = 10
+
+func (s *Server) clusterScan(m *clusterMap, args [][]byte, resp3 bool) ([]byte, error) {
+	if len(args) < 2 {
+		return s.cl.send(m.primaries[0], -1, args, resp3) // its error
+	}
+	c, err := strconv.ParseUint(string(args[1]), 10, 64)
+	node := int(c & (1<<scanNodeBits - 1))
+	if err != nil || node >= len(m.primaries) {
+		return []byte("-ERR invalid cursor\r\n"), nil
+	}
+	a := append([][]byte{args[0], []byte(strconv.FormatUint(c>>scanNodeBits, 10))}, args[2:]...)
+	r, err := s.cl.send(m.primaries[node], -1, a, resp3)
+	if err != nil {
+		return nil, err
+	}
+	elems, ok := readElements(r)
+	if !ok || len(elems) != 2 {
+		return r, nil // an error
+	}
+	v, _ := wire.ParseValue(elems[0])
+	cs, _ := v.(string)
+	next, err := strconv.ParseUint(cs, 10, 64)
+	if err != nil || next >= 1<<(64-scanNodeBits) {
+		return []byte("-ERR redlock-proxy: a cluster node's SCAN cursor is too large to encode\r\n"), nil
+	}
+	var out uint64
+	switch {
+	case next != 0:
+		out = next<<scanNodeBits | uint64(node)
+	case node+1 < len(m.primaries):
+		out = uint64(node + 1)
+	}
+	b := redcon.AppendArray(nil, 2)
+	b = redcon.AppendBulkString(b, strconv.FormatUint(out, 10))
+	return append(b, elems[1]...), nil
+}
+
+// clusterForward passes one command through to the cluster backend and
+// writes its reply.
+func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
+	s.m.Passthrough.Inc()
+	reply, err := s.clusterDo(args, st != nil && st.proto == 3)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		c.WriteError("ERR redlock-proxy: passthrough backend failed")
+		return
+	}
+	c.WriteRaw(reply)
+}
+
+// clusterBatch passes a batch of plain commands through to the cluster
+// backend, each to its primary, their replies written in order; where the
+// backend holds data beside the locks, a GET of a lock key it answers nil
+// is answered by the quorum (writeBatched).
+func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command) {
+	s.m.Passthrough.Add(float64(len(batch)))
+	replies := make([][]byte, len(batch))
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	// Each command of the batch at once: they are independent (plain
+	// passthrough), and a client that pipelines expects their effects in
+	// order only on the same key, which the same primary keeps in order
+	// only if sent in order. So commands on the same slot run in order,
+	// one goroutine per slot.
+	bySlot := map[int][]int{}
+	var order []int
+	for i, cmd := range batch {
+		keys, err := s.clusterKeys(strings.ToLower(string(cmd.Args[0])), cmd.Args)
+		sl := slotOf(keys)
+		if err != nil || sl < 0 {
+			sl = -1 // keyless and cross-slot commands in one sequence of their own
+		}
+		if _, ok := bySlot[sl]; !ok {
+			order = append(order, sl)
+		}
+		bySlot[sl] = append(bySlot[sl], i)
+	}
+	if len(order) > 1 {
+		// Commands on several slots: the keyless ones and those of
+		// several slots (a DEL across slots, FLUSHDB) may act on any key:
+		// keep the whole batch in order.
+		if _, mixedKeys := bySlot[-1]; mixedKeys {
+			bySlot, order = map[int][]int{-1: nil}, []int{-1}
+			for i := range batch {
+				bySlot[-1] = append(bySlot[-1], i)
+			}
+		}
+	}
+	resp3 := st != nil && st.proto == 3
+	for _, sl := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range bySlot[sl] {
+				replies[i], errs[i] = s.clusterDo(batch[i].Args, resp3)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, cmd := range batch {
+		switch {
+		case errs[i] != nil:
+			s.log.Warn().Err(errs[i]).Msg("passthrough command failed")
+			c.WriteError("ERR redlock-proxy: passthrough backend failed")
+		case s.mixed() && isNilReply(replies[i]) && len(cmd.Args) == 2 && s.isLockKey(cmd.Args[1]) && lookup(cmd.Args[0]) != nil && lookup(cmd.Args[0]).name == "get":
+			s.quorumGet(st, c, cmd.Args)
+		default:
+			c.WriteRaw(replies[i])
+		}
+	}
+	handOver(c)
+}
+
+// clusterValue is backendValue on a cluster backend.
+func (s *Server) clusterValue(args [][]byte) (any, error) {
+	raw, err := s.clusterDo(args, false)
+	if err != nil {
+		return nil, err
+	}
+	v, err := wire.ParseValue(raw)
+	if err != nil {
+		return nil, err
+	}
+	if er, ok := v.(wire.ErrorReply); ok {
+		return nil, er
+	}
+	return v, nil
+}

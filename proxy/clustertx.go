@@ -1,0 +1,239 @@
+package proxy
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Transactions, WATCH and blocking commands on a cluster backend. They run
+// on a connection of the client's own (st.pinned), as with one Redis, to
+// the primary of their keys' slot:
+//
+//   - MULTI opens the transaction on a primary at once (so that the
+//     commands queued after it are checked as Redis checks them), and the
+//     first queued command with keys moves it to the primary of its slot,
+//     MULTI and what was queued sent again there. Every command of a
+//     transaction must name keys of that slot: one of another slot is
+//     answered CROSSSLOT and the transaction aborts at EXEC (EXECABORT),
+//     as Redis aborts a transaction whose queuing failed. Keyless commands
+//     queued run on the transaction's primary.
+//   - WATCH binds the connection to its keys' slot the same way, until
+//     EXEC, DISCARD or UNWATCH.
+//   - A transaction whose slot moves to another primary before EXEC (a
+//     MOVED to a queued command or to EXEC) is sent again, whole, to the
+//     new owner; one that WATCHes is aborted instead (its WATCH was on the
+//     old owner), as if its connection had failed (errPinnedLost).
+//   - A blocking command runs on a connection to its slot's primary,
+//     which replaces the one the client had unless that one is bound.
+
+// clusterTx is what a client's own connection to a cluster node carries.
+type clusterTx struct {
+	conn     *backendConn // the connection it describes
+	slot     int          // the slot it is bound to: -1 none
+	multi    bool         // MULTI is open on it
+	watching bool         // WATCH is in force on it
+	queued   [][][]byte   // the commands queued since MULTI, to send again
+}
+
+// bound reports whether the connection must stay with its slot's primary.
+func (tx *clusterTx) bound() bool { return tx != nil && (tx.multi || tx.watching) }
+
+// clusterState is the client's own-connection state, made fresh when its
+// connection is not the one the state describes (a new one, or none).
+func clusterState(st *client) *clusterTx {
+	if st.cluster == nil || st.cluster.conn != st.pinned || st.pinned == nil {
+		st.cluster = &clusterTx{conn: st.pinned, slot: -1}
+	}
+	return st.cluster
+}
+
+// clusterRoute passes one command through to the cluster backend (forward's
+// counterpart): on the client's own connection when pin is set or it has a
+// bound one, else to its slot's primary on a pooled connection.
+func (s *Server) clusterRoute(c redcon.Conn, st *client, args [][]byte, pin bool) {
+	if !pin && (st.pinned == nil || !clusterState(st).bound()) {
+		s.clusterForward(c, st, args)
+		return
+	}
+	s.m.Passthrough.Inc()
+	s.clusterPinned(c, st, args, pin)
+}
+
+func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin bool) {
+	tx := clusterState(st)
+	name := strings.ToLower(string(args[0]))
+	fail := func(msg string) {
+		if st.multi {
+			st.dirty = true
+		}
+		c.WriteError(msg)
+	}
+	keys, err := s.clusterKeys(name, args)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		fail("ERR redlock-proxy: passthrough backend failed")
+		return
+	}
+	slot := slotOf(keys)
+	if slot == -2 || slot >= 0 && tx.slot >= 0 && slot != tx.slot && tx.bound() {
+		fail(strings.TrimSuffix(errCrossSlot[1:], "\r\n"))
+		return
+	}
+	lost := func() {
+		if st.pinned != nil {
+			st.pinned.close()
+		}
+		st.lostPinned()
+		st.cluster = nil
+		c.WriteError(errPinnedLost)
+	}
+	target := ""
+	for try := 0; ; try++ {
+		m, err := s.cl.current()
+		if err != nil {
+			s.log.Warn().Err(err).Msg("passthrough backend unreachable")
+			fail("ERR redlock-proxy: passthrough backend unreachable")
+			return
+		}
+		switch {
+		case target != "":
+		case slot >= 0 && m.owner[slot] != "":
+			target = m.owner[slot]
+		case tx.slot >= 0 && m.owner[tx.slot] != "":
+			target = m.owner[tx.slot]
+		}
+		if st.pinned != nil && target != "" && st.pinned.home.addr != target {
+			if tx.watching {
+				lost()
+				return
+			}
+			st.pinned.close()
+			st.pinned = nil
+		}
+		if st.pinned == nil {
+			addr := target
+			if addr == "" {
+				addr = m.primaries[0]
+			}
+			bc, err := s.cl.pool(addr, st.proto == 3).dial()
+			if err != nil {
+				s.log.Warn().Err(err).Msg("passthrough backend unreachable")
+				st.lostPinned()
+				st.cluster = nil
+				fail("ERR redlock-proxy: passthrough backend unreachable")
+				return
+			}
+			st.pinned, tx.conn = bc, bc
+			if tx.multi && !s.replayTx(bc, tx) {
+				lost()
+				return
+			}
+		}
+		timeout := s.passthroughTimeout()
+		if pin && !st.multi && !tx.multi && name != "multi" {
+			timeout = 0 // blocking commands wait as long as the client asked
+		}
+		reply, err := st.pinned.do(args, timeout)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("passthrough command failed")
+			lost()
+			return
+		}
+		if kind, sl, to, ok := redirect(reply); ok && try < clusterMaxRedirects {
+			if kind == "MOVED" {
+				s.cl.moved(sl, to)
+				target = to
+			} else {
+				// The slot is being migrated: its keys cannot be
+				// reached on one connection until it is done.
+				time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+				target = ""
+			}
+			if tx.multi {
+				// The node flagged or discarded the transaction: start
+				// it again.
+				st.pinned.close()
+				st.pinned = nil
+			}
+			continue
+		}
+		if retryable(reply) && try < clusterMaxRedirects && !tx.multi {
+			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+			target = ""
+			continue
+		}
+		c.WriteRaw(reply)
+		ok := len(reply) > 0 && reply[0] == '+'
+		switch {
+		case name == "multi" && ok:
+			tx.multi, tx.queued = true, nil
+		case name == "exec" || name == "discard":
+			tx.multi, tx.watching, tx.slot, tx.queued = false, false, -1, nil
+		case name == "unwatch":
+			tx.watching = tx.multi
+			if !tx.multi && !tx.watching {
+				tx.slot = -1
+			}
+		case name == "watch" && ok:
+			tx.watching, tx.slot = true, slot
+		case tx.multi && bytes.HasPrefix(reply, []byte("+QUEUED")):
+			q := make([][]byte, len(args))
+			for i, a := range args {
+				q[i] = slices.Clone(a)
+			}
+			tx.queued = append(tx.queued, q)
+			if slot >= 0 {
+				tx.slot = slot
+			}
+		}
+		return
+	}
+}
+
+// replayTx opens the transaction tx on a new connection: MULTI and the
+// commands queued so far.
+func (s *Server) replayTx(bc *backendConn, tx *clusterTx) bool {
+	for _, cmd := range append([][][]byte{{[]byte("MULTI")}}, tx.queued...) {
+		r, err := bc.do(cmd, s.passthroughTimeout())
+		if err != nil || len(r) == 0 || r[0] != '+' {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterRefusal refuses what a cluster backend does not serve through the
+// proxy ("" for the rest): sharded subscriptions (SSUBSCRIBE), whose
+// channels live on their slot's primary; commands with keys on a
+// subscribed RESP3 connection, which would run on the subscription's node
+// (the first seed) whatever their slot; and CLIENT TRACKING, whose
+// invalidations would come from one node only. Subscriptions themselves
+// (SUBSCRIBE, PSUBSCRIBE) work: a cluster passes every message to every
+// node.
+func (s *Server) clusterRefusal(st *client, args [][]byte) string {
+	name := strings.ToLower(string(args[0]))
+	switch {
+	case name == "ssubscribe":
+		return "ERR redlock-proxy: SSUBSCRIBE is not supported with a Redis Cluster backend; use SUBSCRIBE"
+	case name == "client" && len(args) > 2 && strings.EqualFold(string(args[1]), "tracking") && strings.EqualFold(string(args[2]), "on"):
+		return "ERR redlock-proxy: CLIENT TRACKING is not supported with a Redis Cluster backend"
+	case st.sub != nil && st.sub.resp3 && lookup(args[0]) == nil || st.sub != nil && st.sub.resp3 && !isPubSub(name):
+		if keys, err := s.clusterKeys(name, args); err == nil && len(keys) > 0 {
+			return "ERR redlock-proxy: commands with keys on a subscribed connection are not supported with a Redis Cluster backend; send them on another connection"
+		}
+	}
+	return ""
+}
+
+// isPubSub reports whether a command is one of the subscription commands.
+func isPubSub(name string) bool {
+	switch name {
+	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "ping", "reset", "quit":
+		return true
+	}
+	return false
+}
