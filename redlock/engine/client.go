@@ -236,6 +236,14 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	if err := checkVoterAddrs(addrs); err != nil {
 		return nil, err
 	}
+	for i, a := range addrs {
+		if IsClusterAddr(a) && o.redisOpts != nil {
+			ro := &redis.Options{}
+			if o.redisOpts(i, ro); ro.DB != 0 {
+				return nil, fmt.Errorf("redlock: master %s is a Redis Cluster, which has database 0 only, not %d", a, ro.DB)
+			}
+		}
+	}
 	c := &Client{quorum: o.quorum, opts: o, stop: make(chan struct{}), stopped: make(chan struct{})}
 	for i, a := range addrs {
 		c.nodes = append(c.nodes, newNode(i, a, &c.opts))
