@@ -430,3 +430,58 @@ func TestClusterShardRestartGuard(t *testing.T) {
 		}
 	})
 }
+
+// keyIn returns a key of slot s.
+func keyIn(s int, prefix string) string {
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("%s:%d", prefix, i); KeySlot(k) == s {
+			return k
+		}
+	}
+}
+
+// When a slot leaves a guarded shard, the guard follows it to its new
+// owner, on that slot only: the window, and the keys of that slot the old
+// owner did not vote on.
+func TestClusterGuardFollowsSlot(t *testing.T) {
+	c, err := New([]string{"cluster://127.0.0.1:1/", "127.0.0.1:2", "127.0.0.1:3"}, WithRestartGuard(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v := c.nodes[0]
+	cv := v.cluster
+	a, b := cv.shardAt("127.0.0.1:10", 0), cv.shardAt("127.0.0.1:11", 100)
+	const moved, kept, other = 5, 7, 100
+	for s, n := range map[int]*node{moved: a, kept: a, other: b} {
+		cv.setOwner(s, n)
+	}
+	cv.readyMu.Do(func() { close(cv.ready) })
+	now := time.Now()
+	long := keyIn(moved, "long")
+	a.mu.Lock()
+	a.guardUntil = now.Add(10 * time.Second)
+	a.keyGuard = map[string]time.Time{long: now.Add(time.Hour), keyIn(kept, "long"): now.Add(time.Hour)}
+	a.mu.Unlock()
+
+	cv.setOwner(moved, b) // as a MOVED or a map read finds it
+	at := now.Add(time.Second)
+	for key, want := range map[string]bool{keyIn(moved, "k"): true, keyIn(other, "k"): false} {
+		if _, _, got := v.guardOn(at, []string{key}); got != want {
+			t.Errorf("the new owner's vote on %s (slot %d) guarded=%v, want %v", key, KeySlot(key), got, want)
+		}
+	}
+	late := now.Add(20 * time.Second) // the old owner's window is over
+	if _, g, ok := v.guardOn(late, []string{long}); !ok || g.key != long {
+		t.Errorf("after the window, the moved slot's long-TTL key: guarded=%v %+v, want guarded on the key", ok, g)
+	}
+	if _, _, ok := v.guardOn(late, []string{keyIn(moved, "k")}); ok {
+		t.Error("after the window, another key of the moved slot is still guarded")
+	}
+	b.mu.Lock()
+	_, copied := b.keyGuard[keyIn(kept, "long")]
+	b.mu.Unlock()
+	if copied {
+		t.Error("the key guard of a slot that did not move went to the new owner")
+	}
+}
