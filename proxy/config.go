@@ -309,6 +309,10 @@ func (c *Config) Validate() error {
 		if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
 			return err
 		}
+	} else if engine.IsClusterAddr(c.Redlock.Masters[0]) {
+		// The backend would be the first master, one server: a cluster
+		// voter is many.
+		return fmt.Errorf("proxy.backend: empty, so the backend would be the first master, %s, a Redis Cluster: give the proxy a backend of its own (proxy.backend) when the first voter is a cluster", c.Redlock.Masters[0])
 	} else if engine.IsSentinelAddr(c.Redlock.Masters[0]) {
 		// The backend would be the first master: its connections, and the
 		// sessions on them (MULTI, WATCH, blocking commands, subscriptions),
@@ -410,9 +414,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// checkMaster checks one entry of redlock.masters: host:port, or a
-// Sentinel group, sentinel://[user:password@]host:port[,host:port…]/name.
+// checkMaster checks one entry of redlock.masters: host:port, a
+// Sentinel group, sentinel://[user:password@]host:port[,host:port…]/name,
+// or a Redis Cluster, cluster://host:port[,host:port…]/ (its seed nodes).
 func checkMaster(addr string) error {
+	if engine.IsClusterAddr(addr) {
+		if _, err := engine.ParseClusterAddr(addr); err != nil {
+			return fmt.Errorf("redlock.masters: %w", err)
+		}
+		return nil
+	}
 	if engine.IsSentinelAddr(addr) {
 		if _, err := engine.ParseSentinelAddr(addr); err != nil {
 			return fmt.Errorf("redlock.masters: %w", err)
@@ -420,7 +431,7 @@ func checkMaster(addr string) error {
 		return nil
 	}
 	if strings.Contains(addr, "://") {
-		return fmt.Errorf("redlock.masters: %q is neither host:port nor sentinel://host:port[,host:port…]/name", addr)
+		return fmt.Errorf("redlock.masters: %q is neither host:port nor sentinel://host:port[,host:port…]/name nor cluster://host:port[,host:port…]/", addr)
 	}
 	return checkAddr("redlock.masters", addr)
 }
@@ -429,11 +440,21 @@ func checkMaster(addr string) error {
 // flag, REDLOCK_PROXY_MASTERS), where a Sentinel group's sentinels are
 // themselves separated by commas: "sentinel://a:1,b:2/name,host:port" is
 // two masters. A comma ends an entry unless it falls among the sentinels
-// of a sentinel:// entry, before its "/name".
+// of a sentinel:// entry, before its "/name", or among the seed nodes of
+// a cluster:// entry, before its closing "/".
 func SplitMasters(v string) []string {
 	var out []string
+	open := func(e string) bool {
+		switch {
+		case engine.IsSentinelAddr(e):
+			return !strings.Contains(strings.TrimPrefix(e, "sentinel://"), "/")
+		case engine.IsClusterAddr(e):
+			return !strings.Contains(strings.TrimPrefix(e, "cluster://"), "/")
+		}
+		return false
+	}
 	for _, part := range strings.Split(v, ",") {
-		if n := len(out); n > 0 && engine.IsSentinelAddr(out[n-1]) && !strings.Contains(strings.TrimPrefix(out[n-1], "sentinel://"), "/") {
+		if n := len(out); n > 0 && open(out[n-1]) {
 			out[n-1] += "," + part
 			continue
 		}

@@ -73,7 +73,8 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			}
 			fmt.Fprintf(&b, "master%d:state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,latency_us=%d,pipelines=%d,commands=%d,marked_down=%d,handoffs=%d,alone_commands=%d,role=%s,replicas=%d,min_replicas_to_write=%d,promotions=%d,maxmemory_policy=%s,maxmemory=%d,evicted_keys=%d,evictions=%d,run_id=%s%s\r\n",
 				i, state, b2i(m.Durable), b2i(m.Guarded), m.GuardLeft.Milliseconds(), m.GuardedKeys, m.Restarts, m.ClockJumps, m.LastLatency.Microseconds(), m.Pipelines, m.Commands, m.MarkedDown, m.Handoffs, m.AloneCommands,
-				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID, infoSentinel(m.Sentinel))
+				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID, infoSentinel(m.Sentinel)+infoCluster(m.Cluster))
+			infoShards(&b, i, m.Cluster)
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
@@ -93,6 +94,39 @@ func infoSentinel(g *engine.SentinelStatus) string {
 	}
 	return fmt.Sprintf(",sentinel_group=%s,primary=%s,sentinels=%d,sentinels_answered=%d,sentinels_reachable=%d,sentinels_unreachable_ms=%d,primary_switches=%d",
 		g.Name, g.Primary, g.Sentinels, g.Answered, b2i(g.Reachable), down, g.Switches)
+}
+
+// infoCluster is what INFO adds to a master given as a Redis Cluster: the
+// shards seen, whether a slot map is known, and the MOVED and ASK replies
+// followed.
+func infoCluster(cs *engine.ClusterStatus) string {
+	if cs == nil {
+		return ""
+	}
+	guarded := 0
+	for _, s := range cs.Shards {
+		if s.Slots > 0 && s.Guarded {
+			guarded++
+		}
+	}
+	return fmt.Sprintf(",cluster_shards=%d,cluster_slot_map=%d,cluster_shards_guarded=%d,cluster_moved=%d,cluster_asked=%d,cluster_map_reads=%d",
+		len(cs.Shards), b2i(cs.Known), guarded, cs.Moved, cs.Asked, cs.Refreshes)
+}
+
+// infoShards writes one line per shard of master i, given as a Redis
+// Cluster: each shard's own state (its restart guard, restarts, record).
+func infoShards(b *strings.Builder, i int, cs *engine.ClusterStatus) {
+	if cs == nil {
+		return
+	}
+	for j, s := range cs.Shards {
+		state := "up"
+		if !s.Up {
+			state = "down"
+		}
+		fmt.Fprintf(b, "master%d_shard%d:addr=%s,slots=%d,state=%s,durable=%d,guarded=%d,guard_left_ms=%d,guarded_keys=%d,restarts=%d,clock_jumps=%d,promotions=%d,evictions=%d,role=%s,run_id=%s\r\n",
+			i, j, s.Addr, s.Slots, state, b2i(s.Durable), b2i(s.Guarded), s.GuardLeft.Milliseconds(), s.GuardedKeys, s.Restarts, s.ClockJumps, s.Promotions, s.Evictions, orNone(s.Role), s.RunID)
+	}
 }
 
 // backendInfo are the sections of INFO the proxy has no fields of its own

@@ -40,6 +40,14 @@ type call struct {
 	readOnly bool      // changes nothing on the master (a check)
 	alone    bool      // sent on a connection of its own (runAlone), not the shared pipeline
 	digest   bool      // keeps no long string of its reply: each comes back as a LargeValue
+
+	// For a master given as a Redis Cluster (cluster.go): the cluster and
+	// the shard the call was sent to, whose MOVED or ASK reply sends it
+	// again (hops times so far), with ASKING before it after an ASK.
+	cv     *clusterVoter
+	shard  *node
+	hops   int8
+	asking bool
 }
 
 // size is about how many bytes c takes to send: its keys and string
@@ -73,6 +81,9 @@ type replier interface {
 
 // finish hands c its reply (already in c.res), which came at now.
 func (c *call) finish(now time.Time) {
+	if c.cv != nil && c.cv.redirect(c) {
+		return
+	}
 	if c.to != nil {
 		c.to.reply(c.idx, &c.res, now)
 	} else {

@@ -21,6 +21,8 @@ type Client struct {
 	stopped chan struct{}
 	once    sync.Once
 	flights inflight
+	// clusters: a master is given as a Redis Cluster (cluster.go).
+	clusters bool
 }
 
 type options struct {
@@ -231,12 +233,21 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	if err := o.validate(len(addrs)); err != nil {
 		return nil, err
 	}
-	if err := checkSentinelAddrs(addrs); err != nil {
+	if err := checkVoterAddrs(addrs); err != nil {
 		return nil, err
+	}
+	for i, a := range addrs {
+		if IsClusterAddr(a) && o.redisOpts != nil {
+			ro := &redis.Options{}
+			if o.redisOpts(i, ro); ro.DB != 0 {
+				return nil, fmt.Errorf("redlock: master %s is a Redis Cluster, which has database 0 only, not %d", a, ro.DB)
+			}
+		}
 	}
 	c := &Client{quorum: o.quorum, opts: o, stop: make(chan struct{}), stopped: make(chan struct{})}
 	for i, a := range addrs {
 		c.nodes = append(c.nodes, newNode(i, a, &c.opts))
+		c.clusters = c.clusters || IsClusterAddr(a)
 	}
 	go c.prober()
 	return c, nil
@@ -271,12 +282,12 @@ func (c *Client) prober() {
 		case <-c.stop:
 			return
 		case <-probe:
-			for _, n := range c.nodes {
+			for _, n := range c.members() {
 				go n.probe(ctx)
 			}
 		case now := <-clock:
 			c.opts.keyTTLs.sweep(now)
-			for _, n := range c.nodes {
+			for _, n := range c.members() {
 				n.sweepKeyGuard(now)
 				if c.opts.guardWindow > 0 {
 					go n.check(ctx)
@@ -335,6 +346,10 @@ func (c *Client) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.stopped })
 	var errs []error
 	for _, n := range c.nodes {
+		if n.cluster != nil {
+			errs = append(errs, n.cluster.close())
+			continue
+		}
 		n.stopSentinels()
 		n.batch.close()
 		errs = append(errs, n.rdb.Close())
@@ -389,6 +404,11 @@ type MasterStatus struct {
 	// Sentinel describes the Sentinel group of a master given as one
 	// (sentinel://…); nil for a master given by address.
 	Sentinel *SentinelStatus
+	// Cluster describes the shards of a master given as a Redis Cluster
+	// (cluster://…), each with its own state; nil otherwise. The fields
+	// above then sum the shards' counters, Up and Down speak of the
+	// shards that own slots, and Guarded means every shard is guarded.
+	Cluster *ClusterStatus
 }
 
 // Status reports the state of every master, in configuration order.

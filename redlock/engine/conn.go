@@ -202,7 +202,7 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 	}
 	m.runID = st.runID
 	if n.observe(st, time.Now()) {
-		markDoubt(do, st.runID)
+		n.markDoubt(do, st.runID)
 	}
 	return nil
 }
@@ -331,6 +331,9 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	for _, c := range calls {
 		mark := len(m.buf)
 		var err error
+		if c.asking {
+			m.buf = append(m.buf, askingCommand...)
+		}
 		switch {
 		case c.raw != nil:
 			m.buf = append(m.buf, c.raw...)
@@ -359,7 +362,7 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	// raise of its record's seq: if that survives a restart, they did.
 	seq := writes && w.b.n.countsSeq()
 	if seq {
-		m.buf = append(m.buf, seqCommand...)
+		m.buf = append(m.buf, w.b.n.books().seq...)
 	}
 	// With WithWaitReplicas, they are followed by a WAIT, and count only
 	// when enough replicas acknowledged them.
@@ -385,6 +388,12 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	for _, c := range calls {
 		if !c.sent {
 			continue
+		}
+		if c.asking { // ASKING's own reply
+			if _, err := m.readReply(); err != nil && !isReplyError(err) {
+				fail(err)
+				return
+			}
 		}
 		m.digest = c.digest
 		v, err := m.readReply()
@@ -436,6 +445,9 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		}
 	}
 }
+
+// askingCommand precedes a command sent again after an ASK reply.
+var askingCommand = appendCommandMust([]any{"asking"})
 
 // infoStatsCommand reads a master's evicted_keys after a batch, encoded
 // once.

@@ -147,7 +147,7 @@ func (n *node) inspect(do func(args ...any) (any, error), count bool) (masterSta
 		}
 	}
 	if n.opts.guardWindow > 0 { // only the guard uses the record
-		if err := st.readRecord(do, count); err != nil {
+		if err := st.readRecord(do, n.books().dataset, count); err != nil {
 			return masterState{}, err
 		}
 	}
@@ -165,14 +165,14 @@ func (n *node) inspect(do func(args ...any) (any, error), count bool) (masterSta
 // seen it), raising seq with count. A master that refuses it (an error
 // reply: scripts disabled by ACL) leaves the record unread, and the master
 // without evidence.
-func (st *masterState) readRecord(do func(args ...any) (any, error), count bool) error {
+func (st *masterState) readRecord(do func(args ...any) (any, error), key string, count bool) error {
 	c := "0"
 	if count {
 		c = "1"
 	}
-	v, err := do("evalsha", recordScript.hash, 1, DatasetKey, newAttemptID(), c)
+	v, err := do("evalsha", recordScript.hash, 1, key, newAttemptID(), c)
 	if isNoScript(err) {
-		v, err = do("eval", recordScript.src, 1, DatasetKey, newAttemptID(), c)
+		v, err = do("eval", recordScript.src, 1, key, newAttemptID(), c)
 	}
 	switch {
 	case err == nil:
@@ -360,8 +360,8 @@ func (n *node) noteSeq(runID string, seq int64) {
 
 // markDoubt writes the doubt of the master's current process runID into
 // its record, with do.
-func markDoubt(do func(args ...any) (any, error), runID string) {
-	_, _ = do("hset", DatasetKey, "doubt", runID)
+func (n *node) markDoubt(do func(args ...any) (any, error), runID string) {
+	_, _ = do("hset", n.books().dataset, "doubt", runID)
 }
 
 // check inspects the master through its pipeline every check interval:
@@ -413,6 +413,11 @@ func (c *Client) InitMasters(ctx context.Context) error {
 	// A step of its own, once, not a lock operation: the connect timeout
 	// (at least a second) rather than the node timeout, which a busy
 	// machine can exceed while the masters are being set up.
+	for _, n := range c.nodes {
+		if n.cluster != nil {
+			return &NodeError{Addr: n.addr, Err: errors.New("redlock: InitMasters does not support a master given as a Redis Cluster yet")}
+		}
+	}
 	rdbs := make([]*redis.Client, len(c.nodes))
 	for i, n := range c.nodes {
 		o := *n.ro

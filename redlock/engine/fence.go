@@ -125,6 +125,9 @@ func (c *Client) acquireFenced(ctx context.Context, key, token string, ttl time.
 	if err := c.CheckTTL(ttl); err != nil {
 		return FenceResult{}, err
 	}
+	if err := c.checkSlots(FenceKeys(key)); err != nil {
+		return FenceResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		r, err := c.acquireFencedOnce(ctx, key, token, ttl, mode)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -242,7 +245,7 @@ func (c *Client) settleFence(got []reply[fenceVote], rollback bool, keys []strin
 				c.flights.end(keys[:1])
 				undone.Done()
 			}
-			r.node.batch.send(context.Background(), u)
+			r.node.send(context.Background(), u)
 		}
 	}
 	undone.Wait()
@@ -336,6 +339,9 @@ func (c *Client) ReleaseFencedAll(ctx context.Context, key, token string) (Fence
 }
 
 func (c *Client) releaseFenced(ctx context.Context, key, token, holds string) (FenceRelease, error) {
+	if err := c.checkSlots(FenceKeys(key)); err != nil {
+		return FenceRelease{}, err
+	}
 	c.WaitWrites(ctx, key)
 	keys, args := FenceKeys(key), []any{token, holds}
 	ch := fanoutScript(c, fenceReleaseScript, keys, args, parseInt, nil)
@@ -360,6 +366,9 @@ func (c *Client) ExtendFenced(ctx context.Context, key, token string, ttl time.D
 		return 0, false, errors.New("redlock: a fenced lock needs a positive TTL")
 	}
 	if err := c.CheckTTL(ttl); err != nil {
+		return 0, false, err
+	}
+	if err := c.checkSlots(FenceKeys(key)); err != nil {
 		return 0, false, err
 	}
 	c.WaitWrites(ctx, key)
@@ -404,6 +413,9 @@ type FenceInfo struct {
 // the error is a *QuorumError and info still holds what each master said.
 func (c *Client) InfoFenced(ctx context.Context, key string) (FenceInfo, error) {
 	keys := FenceKeys(key)
+	if err := c.checkSlots(keys); err != nil {
+		return FenceInfo{}, err
+	}
 	ch := fanoutScript(c, fenceInfoScript, keys, nil, func(cmd *redis.Cmd) (FenceMaster, error) {
 		vals, err := cmd.Slice()
 		if err != nil {

@@ -391,8 +391,8 @@ func (c *Client) guarded(keys []string) []GuardedMaster {
 	now := time.Now()
 	var out []GuardedMaster
 	for _, n := range c.nodes {
-		if g, ok := n.guardFor(now, keys); ok {
-			out = append(out, n.guardedMaster(g))
+		if s, g, ok := n.guardOn(now, keys); ok {
+			out = append(out, s.guardedMaster(g))
 		}
 	}
 	return out

@@ -145,6 +145,9 @@ func parseHashVote(cmd *redis.Cmd) (hashVote, error) {
 // *QuorumError when too few masters could vote. Every TTL it writes
 // stretches the restart guard.
 func (c *Client) AcquireHash(ctx context.Context, key, holder string, ttl time.Duration) (HashResult, error) {
+	if err := c.checkSlots([]string{key, HashAttemptKey(key)}); err != nil {
+		return HashResult{}, err
+	}
 	if ttl <= 0 {
 		return HashResult{}, errors.New("redlock: a hash lock needs a positive TTL")
 	}
@@ -250,12 +253,15 @@ func (c *Client) ReleaseHash(ctx context.Context, key, holder string, ttl time.D
 	if err := c.CheckTTL(ttl); err != nil {
 		return HashRelease{}, err
 	}
-	c.WaitWrites(ctx, key)
-	note := c.noteTTL([]string{key}, ttl, false, 0)
 	keys := []string{key}
 	if latch != "" {
 		keys = append(keys, latch)
 	}
+	if err := c.checkSlots(keys); err != nil {
+		return HashRelease{}, err
+	}
+	c.WaitWrites(ctx, key)
+	note := c.noteTTL([]string{key}, ttl, false, 0)
 	ch := fanoutScript(c, hashReleaseScript, keys, []any{holder, ttl.Milliseconds()}, parseHashVote, nil)
 	taint := taintKey(keys[:1], holder)
 	var left []int64 // holds left where a counted vote gave one back
@@ -360,6 +366,9 @@ return out`)
 func (c *Client) ExtendHashBatch(ctx context.Context, keys, holders []string, ttl time.Duration) ([]bool, error) {
 	if len(keys) != len(holders) {
 		return nil, errors.New("redlock: a holder for each key")
+	}
+	if err := c.checkSlots(keys); err != nil {
+		return nil, err
 	}
 	if err := c.CheckTTL(ttl); err != nil {
 		return nil, err

@@ -194,6 +194,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, value string, ttl t
 	if err := c.CheckTTL(ttl); err != nil {
 		return AcquireResult{}, err
 	}
+	if err := c.checkSlots(keys); err != nil {
+		return AcquireResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		r, err := c.acquireOnce(ctx, keys, value, ttl)
 		if !errors.Is(err, ErrSplitVote) && !errors.Is(err, ErrValiditySpent) || attempt >= c.opts.retries {
@@ -425,7 +428,7 @@ func (a *acquireRun[T]) settle(n *node, v T, err error, awaited bool) {
 			a.undone.Done()
 		}
 	}
-	n.batch.sendAsync(u)
+	n.sendAsync(u)
 }
 
 func parseSet(cmd *redis.Cmd) (setVote, error) {
@@ -480,6 +483,9 @@ func (c *Client) releaseWith(ctx context.Context, key string, s *script, token s
 // releaseKeys is releaseWith over keys: a script that answers 1, 0 or -1
 // for all of them.
 func (c *Client) releaseKeys(ctx context.Context, keys []string, s *script, token string, args ...any) (ReleaseResult, error) {
+	if err := c.checkSlots(keys); err != nil {
+		return ReleaseResult{}, err
+	}
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
@@ -631,6 +637,9 @@ func (c *Client) extendKeys(ctx context.Context, quorum int, keys []string, ttl 
 	if err := c.CheckTTL(ttl); err != nil {
 		return r, false, err
 	}
+	if err := c.checkSlots(keys); err != nil {
+		return r, false, err
+	}
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
@@ -659,6 +668,9 @@ func (c *Client) extendKeys(ctx context.Context, quorum int, keys []string, ttl 
 // get the delete); when one is not decided either way (see Release), the
 // answer is a *QuorumError.
 func (c *Client) ReleaseAll(ctx context.Context, keys []string, value string) (int, error) {
+	if err := c.checkSlots(keys); err != nil {
+		return 0, err
+	}
 	for _, k := range keys {
 		c.WaitWrites(ctx, k)
 	}
@@ -718,7 +730,7 @@ func taintKey(keys []string, value string) string {
 func (c *Client) votersAvailable(keys []string) int {
 	now, n := time.Now(), 0
 	for _, nd := range c.nodes {
-		if _, guarded := nd.guardFor(now, keys); !nd.isDown() && !guarded {
+		if _, _, guarded := nd.guardOn(now, keys); !nd.downFor(keys) && !guarded {
 			n++
 		}
 	}

@@ -55,15 +55,35 @@ type node struct {
 	// sentinel follows the primary of a master given as a Sentinel group
 	// (sentinel.go); nil for a master given by address.
 	sentinel *sentinel
+	// cluster holds the slot map and shards of a master given as a Redis
+	// Cluster (cluster.go), whose node has no connections of its own;
+	// nil otherwise.
+	cluster *clusterVoter
+	book    atomic.Pointer[bookKeys] // where its records are kept
 }
 
 func newNode(i int, addr string, o *options) *node {
 	n := &node{idx: i, addr: Redact(addr), opts: o}
-	ro := &redis.Options{Addr: addr}
-	if o.redisOpts != nil {
-		o.redisOpts(i, ro)
+	n.book.Store(plainBook)
+	base := func(a string) *redis.Options {
+		ro := &redis.Options{Addr: a}
+		if o.redisOpts != nil {
+			o.redisOpts(i, ro)
+		}
+		ro.Addr = a
+		return ro
 	}
-	ro.Addr = addr
+	if IsClusterAddr(addr) {
+		n.followCluster(addr, base) // its shards are nodes of their own
+		return n
+	}
+	n.setup(base(addr))
+	return n
+}
+
+// setup makes the node's clients from ro, as New's options say.
+func (n *node) setup(ro *redis.Options) {
+	o, addr := n.opts, ro.Addr
 	ro.MaxRetries = -1 // a retried SET NX would turn our own vote into a "no"
 	ro.ContextTimeoutEnabled = true
 	ro.DialTimeout = o.connectTimeout() // only probes dial here; see probe
@@ -80,7 +100,6 @@ func newNode(i int, addr string, o *options) *node {
 	n.ro = ro
 	n.rdb = redis.NewClient(ro)
 	n.batch = newBatcher(n, o.pipelines, queueLen)
-	return n
 }
 
 // onConnect checks every new connection's run_id, uptime and record
@@ -96,7 +115,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		return err
 	}
 	if n.observe(st, time.Now()) {
-		markDoubt(do, st.runID)
+		n.markDoubt(do, st.runID)
 	}
 	return nil
 }
@@ -182,6 +201,9 @@ func (n *node) probe(ctx context.Context) {
 }
 
 func (n *node) status() MasterStatus {
+	if n.cluster != nil {
+		return n.clusterStatus()
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	left := time.Until(n.guardUntil)

@@ -293,7 +293,19 @@ func fanout[T any](c *Client, keys []string, deadline time.Time, hold int, build
 		deadline = op.start.Add(c.opts.nodeTimeout)
 	}
 	for i, n := range c.nodes {
-		if n.isDown() {
+		sn := n // where the command goes: the master, or a cluster's shard
+		if n.cluster != nil {
+			var err error
+			if sn, err = n.cluster.route(keys); err != nil {
+				var zero T
+				if after != nil {
+					after(n, zero, err)
+				}
+				op.deliver(reply[T]{node: n, err: err})
+				continue
+			}
+		}
+		if sn.isDown() {
 			var zero T
 			if after != nil {
 				after(n, zero, errMasterDown)
@@ -304,7 +316,10 @@ func fanout[T any](c *Client, keys []string, deadline time.Time, hold int, build
 		cl := &op.calls[i]
 		build(n, cl)
 		cl.deadline, cl.to, cl.idx = deadline, op, i
-		n.batch.trySend(cl)
+		if sn != n {
+			cl.cv, cl.shard = n.cluster, sn
+		}
+		sn.batch.trySend(cl)
 	}
 	return op.ch
 }
@@ -340,14 +355,21 @@ type fanoutOp[T any] struct {
 
 func (op *fanoutOp[T]) reply(i int, cmd *redis.Cmd, now time.Time) {
 	n := op.c.nodes[i]
+	sn := n // the node that answered: the master, or a cluster's shard
+	if cl := &op.calls[i]; cl.shard != nil {
+		sn = cl.shard
+	}
 	v, err := op.parse(cmd)
 	// The master answered if the command came back, whatever the answer
 	// parses to (a LargeValue where a string was due, say).
-	n.record(cmd.Err(), now.Sub(op.start), now)
+	sn.record(cmd.Err(), now.Sub(op.start), now)
 	if op.after != nil {
 		op.after(n, v, err)
 	}
-	g, guarded := n.guardFor(now, op.keys)
+	g, guarded := sn.guardFor(now, op.keys)
+	if !guarded && sn != n {
+		g, guarded = n.cluster.slotGuardFor(now, op.keys)
+	}
 	op.deliver(reply[T]{node: n, val: v, err: err, trusted: !guarded, guard: g})
 }
 

@@ -263,7 +263,12 @@ func (c *Client) fetchLong(key string, copies []heldCopy, f *fetchNeeded) {
 		exec := multi("exec")
 		exec.digest = i != keeper
 		exec.done = func(cmd *redis.Cmd) { done <- result{i, cmd} }
-		go copies[i].node.batch.runAlone(multi("multi"), multi("get", key), multi("pttl", key), exec)
+		t, err := copies[i].node.target([]string{key})
+		if err != nil {
+			go exec.fail(err)
+			continue
+		}
+		go t.batch.runAlone(multi("multi"), multi("get", key), multi("pttl", key), exec)
 	}
 	var kept *string
 	var keptSum uint64

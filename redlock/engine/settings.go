@@ -61,7 +61,7 @@ func (n *node) publishSettings(ctx context.Context, every time.Duration) {
 		return
 	}
 	life := (settingsLife * every).Milliseconds()
-	cmd := n.call(ctx, &call{script: settingsScript, keys: []string{ClientsKey}, args: []any{n.opts.settingsID, life, n.opts.settings}, readOnly: true})
+	cmd := n.call(ctx, &call{script: settingsScript, keys: []string{n.books().client}, args: []any{n.opts.settingsID, life, n.opts.settings}, readOnly: true})
 	vals, err := cmd.StringSlice()
 	if err != nil {
 		return
@@ -82,7 +82,7 @@ func (n *node) publishSettings(ctx context.Context, every time.Duration) {
 // empty when they all agree.
 func (c *Client) OtherSettings() []string {
 	var out []string
-	for _, n := range c.nodes {
+	for _, n := range c.members() {
 		n.mu.Lock()
 		for _, v := range n.others {
 			if !slices.Contains(out, v) {

@@ -91,7 +91,7 @@ func (r *undoRetry) try() {
 	default:
 	}
 	r.tries++
-	if r.n.isDown() { // the prober will find it back; nothing is sent meanwhile
+	if r.n.downFor([]string{r.key}) { // the prober will find it back; nothing is sent meanwhile
 		r.failed(errMasterDown)
 		return
 	}
@@ -104,7 +104,7 @@ func (r *undoRetry) try() {
 		}
 		r.n.undoLog(undoDone, "redlock: rollback of %q on master %s done at try %d", r.key, r.n.addr, r.tries+1)
 	}
-	r.n.batch.sendAsync(u)
+	r.n.sendAsync(u)
 }
 
 // undoUntil is when the tries of an undo first sent at sent stop: a try's
