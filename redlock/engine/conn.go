@@ -115,6 +115,9 @@ type mconn struct {
 	// master would answer NOSCRIPT: the command sent again with the text
 	// would run after the batch's later commands, out of order.
 	scripts map[*script]struct{}
+	// evictSet: CLIENT NO-EVICT was sent, ahead of the first batch (no
+	// round trip of its own on the way to the first vote).
+	evictSet bool
 }
 
 // appendScript appends a call of s, by its text unless s was sent on m
@@ -186,9 +189,6 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 			return err
 		}
 	}
-	if _, err := m.exchange(deadline, noEvict); err != nil && !isReplyError(err) {
-		return err // refused (before Redis 7, or by ACL): nothing lost
-	}
 	do := func(args ...any) (any, error) {
 		vals, err := m.exchange(deadline, args)
 		if len(vals) == 0 {
@@ -210,6 +210,10 @@ func (m *mconn) handshake(n *node, deadline time.Time) error {
 // noEvict keeps the connection from client eviction (maxmemory-clients,
 // Redis 7): a lock operation's connection is not dropped for memory.
 var noEvict = []any{"client", "no-evict", "on"}
+
+// noEvictCommand is noEvict encoded, sent ahead of a connection's first
+// batch.
+var noEvictCommand = appendCommandMust(noEvict)
 
 func isReplyError(err error) bool {
 	_, ok := err.(replyError)
@@ -326,6 +330,11 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	m := w.conn
 	m.w = w
 	m.buf = m.buf[:0]
+	noEvictFirst := !m.evictSet
+	if noEvictFirst {
+		m.buf = append(m.buf, noEvictCommand...)
+		m.evictSet = true
+	}
 	sent, writes := 0, false
 	written := w.written[:0]
 	for _, c := range calls {
@@ -356,6 +365,9 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	}
 	w.written = written[:0]
 	if sent == 0 {
+		if noEvictFirst {
+			m.buf, m.evictSet = m.buf[:0], false
+		}
 		return
 	}
 	// On a master trusted to keep its data, lock writes are followed by a
@@ -384,6 +396,13 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	if err := m.flush(deadline); err != nil {
 		fail(err)
 		return
+	}
+	if noEvictFirst {
+		// Refused before Redis 7, or by an ACL: nothing lost.
+		if _, err := m.readReply(); err != nil && err != redis.Nil && !isReplyError(err) {
+			fail(err)
+			return
+		}
 	}
 	for _, c := range calls {
 		if !c.sent {

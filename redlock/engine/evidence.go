@@ -266,7 +266,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 	// A promoted replica is a restart without proof of kept data, from
 	// its promotion (replication.go).
 	start, why := now.Add(-st.uptime), "restart guard"
-	if st.repl.promoted() && !n.opts.guardsOff[GuardPromotion] {
+	if n.promotedHere(st, first, now) {
 		kept, start = false, st.promotedAt(now)
 		why = "restart guard: it was promoted from a replica"
 		if start.Before(now) {
@@ -278,7 +278,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 		n.restarts++
 		n.logf("redlock: master %s restarted (run_id %s -> %s, up %s)", n.addr, n.runID, st.runID, st.uptime)
 	}
-	n.runID = st.runID
+	n.runID, n.checkedAt = st.runID, now
 	n.setRecord(st)
 	n.durable.Store(st.durable)
 	n.takeReplication(st, now, true)
@@ -306,6 +306,7 @@ func (n *node) observe(st masterState, now time.Time) (markDoubt bool) {
 // from now, as after a restart. A doubt another client marked for this
 // process is adopted. n.mu held.
 func (n *node) inspected(st masterState, now time.Time) {
+	n.checkedAt = now
 	n.durable.Store(st.durable)
 	n.takeReplication(st, now, false)
 	if !st.hasRec || n.opts.guardWindow == 0 || n.opts.guardsOff[GuardDataEvidence] {

@@ -519,3 +519,37 @@ func TestLockAcrossSentinelFailovers(t *testing.T) {
 		})
 	}
 }
+
+// The connections that carry lock commands are kept from client eviction
+// (CLIENT NO-EVICT on, flag e in CLIENT LIST), set ahead of their first
+// batch.
+func TestLockConnectionsNoEvict(t *testing.T) {
+	m := redistest.Start(t)
+	c, err := New([]string{m.Addr}, WithRestartGuard(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, "lock:noevict", "t", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rc := m.Client()
+	defer rc.Close()
+	list, err := rc.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if strings.Contains(line, "cmd=set") || strings.Contains(line, "cmd=evalsha") || strings.Contains(line, "cmd=eval ") {
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "flags="); ok && strings.Contains(v, "e") {
+					return
+				}
+			}
+			t.Fatalf("the lock connection is not kept from eviction: %s", line)
+		}
+	}
+	t.Fatalf("no lock connection in CLIENT LIST:\n%s", list)
+}
+

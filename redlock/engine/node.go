@@ -36,6 +36,7 @@ type node struct {
 	downs      int                  // times marked down
 	fails      int                  // consecutive failures
 	lastOK     time.Time            // the last call it answered
+	checkedAt  time.Time            // the last time its current process was inspected (evidence.go)
 	taints     map[string]time.Time // key+token → until when this master's votes for it don't count
 	lastErr    string
 	latency    time.Duration

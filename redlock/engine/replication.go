@@ -21,9 +21,9 @@ import (
 // changes while it answers as a master (promoted in place; Redis gives a
 // promoted replica a new replication id and keeps the old one as its
 // second); a process seen for the first time, or in place of another at the
-// same address, whose second replication id is set (second_repl_offset is
-// not -1: it was a replica once, and a master restarted from its own
-// files has none); and a replication offset that goes backwards under the
+// same address and up since before the old one went silent, whose second
+// replication id is set (second_repl_offset is positive: see
+// promotedHere); and a replication offset that goes backwards under the
 // same id. When the promotion happened is known only to within what the
 // master's record says: each client notes, in the record, the replication
 // id it finds on the master and, when that id is new there, the master's
@@ -100,6 +100,24 @@ func (r replState) promoted() bool { return !r.isReplica() && r.secondOffset > 0
 // every policy but noeviction, under a memory limit.
 func (r replState) evicts() bool {
 	return r.maxmemory > 0 && r.policy != "" && r.policy != "noeviction"
+}
+
+// promotedHere reports whether the process st describes, met on a new
+// connection (first: the first process of this master this client meets),
+// is to be taken for a promoted replica: its second replication id is set
+// (it was a replica once). A process seen in place of another is taken for
+// promoted only when it has been up for longer than the old one has been
+// silent: a replica promoted in its place was running before that, while a
+// process started after it is a restart, judged by the restart's own rules
+// (its persistence and record; a replica restarted just before its
+// promotion is judged so too). A process met first is taken for promoted
+// whenever its second id is set, dated by the record. n.mu held.
+func (n *node) promotedHere(st masterState, first bool, now time.Time) bool {
+	if !st.repl.promoted() || n.opts.guardsOff[GuardPromotion] {
+		return false
+	}
+	seen := maxTime(n.lastOK, n.checkedAt)
+	return first || seen.IsZero() || st.uptime > now.Sub(seen)
 }
 
 // promotedAt is the latest time the master's promotion may have happened,
