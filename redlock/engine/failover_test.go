@@ -552,4 +552,3 @@ func TestLockConnectionsNoEvict(t *testing.T) {
 	}
 	t.Fatalf("no lock connection in CLIENT LIST:\n%s", list)
 }
-
