@@ -36,8 +36,8 @@ func slotRanges(n int) [][2]int {
 	return out
 }
 
-// clusterSeed is the redlock.masters or proxy.backend entry naming a
-// cluster by all its nodes.
+// clusterSeed is the redlock.masters entry naming a cluster by all its
+// nodes (proxy.backend takes it without the closing /).
 func clusterSeed(nodes []*proc) string {
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -311,7 +311,7 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 	for _, v := range voterNodes["plain"] {
 		plain = append(plain, v[0].addr)
 	}
-	pc, err := ps.startProxy("proxy-r10-backend", binary, proxyConfig{masters: plain, backend: clusterSeed(dc), lockKeys: []string{"lock:*"}})
+	pc, err := ps.startProxy("proxy-r10-backend", binary, proxyConfig{masters: plain, backend: strings.TrimSuffix(clusterSeed(dc), "/"), lockKeys: []string{"lock:*"}})
 	if err != nil {
 		return err
 	}
