@@ -172,3 +172,20 @@ func TestWindowBoundLeavesOutTheProxysOwnCode(t *testing.T) {
 		t.Fatalf("sum = %v, want 70", got)
 	}
 }
+
+func TestSlotRangesCoverEverySlotOnce(t *testing.T) {
+	for n := 1; n <= 5; n++ {
+		rs := slotRanges(n)
+		if len(rs) != n || rs[0][0] != 0 || rs[n-1][1] != clusterSlots-1 {
+			t.Fatalf("%d shards: %v", n, rs)
+		}
+		for i := 1; i < n; i++ {
+			if rs[i][0] != rs[i-1][1]+1 || rs[i][1] < rs[i][0] {
+				t.Fatalf("%d shards: %v", n, rs)
+			}
+		}
+	}
+	if s := clusterSeed([]*proc{{addr: "127.0.0.1:1"}, {addr: "127.0.0.1:2"}}); s != "cluster://127.0.0.1:1,127.0.0.1:2/" {
+		t.Fatalf("seed %q", s)
+	}
+}

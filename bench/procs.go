@@ -168,8 +168,9 @@ func waitReady(p *proc, timeout time.Duration) error {
 	return fmt.Errorf("%s on %s did not answer PING within %v: %v\n%s", p.name, p.addr, timeout, last, p.logTail(20))
 }
 
-// startRedis runs a redis-server with no persistence on a free loopback port.
-func (ps *procs) startRedis(name string) (*proc, error) {
+// startRedis runs a redis-server with no persistence on a free loopback
+// port; extra arguments go to redis-server.
+func (ps *procs) startRedis(name string, extra ...string) (*proc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -179,9 +180,10 @@ func (ps *procs) startRedis(name string) (*proc, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := ps.start(name, addr, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	argv := append([]string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
-		"--maxclients", "20000")
+		"--maxclients", "20000"}, extra...)
+	p, err := ps.start(name, addr, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +196,8 @@ type proxyConfig struct {
 	backend    string
 	lockKeys   []string
 	maxClients int
+	// lockKeyCommands, if set, is proxy.lock_key_commands.
+	lockKeyCommands string
 }
 
 // startProxy writes a config file and runs the proxy binary with a raised
@@ -217,6 +221,9 @@ func (ps *procs) startProxy(name, binary string, pc proxyConfig) (*proc, error) 
 		fmt.Fprintf(&b, "backend = %q\n", pc.backend)
 	}
 	fmt.Fprintf(&b, "lock_keys = %s\n", quote(pc.lockKeys))
+	if pc.lockKeyCommands != "" {
+		fmt.Fprintf(&b, "lock_key_commands = %q\n", pc.lockKeyCommands)
+	}
 	if pc.maxClients > 0 {
 		fmt.Fprintf(&b, "max_clients = %d\n", pc.maxClients)
 	}

@@ -290,6 +290,56 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 				ratio: ratioOf(r, d.key+".mixed.cpu", d.key+".prefix.cpu"), target: "—"})
 		}
 	}
+	if o.rows["10"] {
+		for _, sh := range row10Shards[1:] {
+			name := row10Name(sh)
+			k := func(m string) string { return "cl." + name + "." + m }
+			what := fmt.Sprintf("10 a. 3 voters of %d shard(s) each (clusters) vs 3 plain masters", sh)
+			add(row{what: what + ": redis-benchmark SET key:__rand_int__ val NX PX 10000, acquires/s",
+				proxy: rate(orNaN(r, k("rps"))), baseline: rate(orNaN(r, "cl.plain.rps")),
+				ratio: ratioOf(r, k("rps"), "cl.plain.rps"), target: "—"})
+			add(row{what: what + ": CPU (user+system) of the proxy process per acquire, µs",
+				proxy: micros(orNaN(r, k("cpu"))), baseline: micros(orNaN(r, "cl.plain.cpu")),
+				ratio: ratioOf(r, k("cpu"), "cl.plain.cpu"), target: "—"})
+			add(row{what: what + ": CPU of all the voters' Redis nodes per acquire, µs",
+				proxy: micros(orNaN(r, k("servers"))), baseline: micros(orNaN(r, "cl.plain.servers")),
+				ratio: ratioOf(r, k("servers"), "cl.plain.servers"), target: "—"})
+			add(row{what: what + ": p99 latency (redis-benchmark)",
+				proxy: millis(orNaN(r, k("p99"))), baseline: millis(orNaN(r, "cl.plain.p99")),
+				ratio: ratioOf(r, k("p99"), "cl.plain.p99"), target: "—"})
+			add(row{what: what + ": keys on the middle voter after a run (all its shards); ratio ≈ 1: the same grants",
+				proxy: count(orNaN(r, k("keys"))), baseline: count(orNaN(r, "cl.plain.keys")),
+				ratio: ratioOf(r, k("keys"), "cl.plain.keys"), target: "—"})
+			if r.has(k("spread")) {
+				add(row{what: what + ": … keys on the middle voter's emptiest shard / its fullest (1: spread evenly)",
+					proxy: fmt.Sprintf("%.2f", r.med(k("spread"))), baseline: "—", ratio: math.NaN(), target: "—"})
+			}
+		}
+		add(row{what: "10 a. proxy CPU per acquire, µs: voters of 3 shards vs of 1 shard (flat: ≈ 1)",
+			proxy: micros(orNaN(r, "cl.c3.cpu")), baseline: micros(orNaN(r, "cl.c1.cpu")),
+			ratio: ratioOf(r, "cl.c3.cpu", "cl.c1.cpu"), target: "—"})
+		for _, pl := range []string{"16", "1"} {
+			key := "cb" + pl
+			for _, t := range []string{"SET", "GET"} {
+				add(row{what: "10 b. data " + t + " -P " + pl + ", ops/s: proxy (backend a 3-shard cluster) vs redis-benchmark --cluster straight to the cluster",
+					proxy: rate(orNaN(r, key+".proxy."+t)), baseline: rate(orNaN(r, key+".direct."+t)),
+					ratio: ratioOf(r, key+".proxy."+t, key+".direct."+t), target: "—"})
+			}
+			add(row{what: "10 b. data -P " + pl + ": CPU of redis-benchmark, the cluster's nodes and the proxy per command, µs: through the proxy vs straight to the cluster",
+				proxy: micros(orNaN(r, key+".proxy.all")), baseline: micros(orNaN(r, key+".direct.all")),
+				ratio: ratioOf(r, key+".proxy.all", key+".direct.all"), target: "—"})
+			add(row{what: "10 b. data -P " + pl + ": CPU of the proxy process per command (proxy column), µs",
+				proxy: micros(orNaN(r, key+".proxy.cpu")), baseline: "—", ratio: math.NaN(), target: "—"})
+		}
+		add(row{what: fmt.Sprintf("10 b. go-redis, %d goroutines, SET and GET in turn, ops/s: Client → proxy (backend a 3-shard cluster) vs ClusterClient → the cluster", o.clients),
+			proxy: rate(orNaN(r, "cbgo.proxy.rate")), baseline: rate(orNaN(r, "cbgo.direct.rate")),
+			ratio: ratioOf(r, "cbgo.proxy.rate", "cbgo.direct.rate"), target: "—"})
+		add(row{what: "10 b. … CPU of the clients, the cluster's nodes and the proxy per command, µs",
+			proxy: micros(orNaN(r, "cbgo.proxy.all")), baseline: micros(orNaN(r, "cbgo.direct.all")),
+			ratio: ratioOf(r, "cbgo.proxy.all", "cbgo.direct.all"), target: "—"})
+		add(row{what: "10 b. … CPU of the proxy process per command (proxy column), µs; error replies per run",
+			proxy: micros(orNaN(r, "cbgo.proxy.cpu")) + "; " + count(orNaN(r, "cbgo.proxy.errors")), baseline: count(orNaN(r, "cbgo.direct.errors")), ratio: math.NaN(), target: "—"})
+	}
 	if o.rows["8"] {
 		add(row{what: fmt.Sprintf("8. proxy RSS: with %d idle subscribers (proxy) vs before they connect (baseline)", o.conns),
 			proxy: fmtMB(orNaN(r, "subs.with")), baseline: fmtMB(orNaN(r, "subs.before")), ratio: ratioOf(r, "subs.with", "subs.before"), target: "—"})

@@ -135,6 +135,7 @@ type composeFile struct {
 		Build       struct{ Context, Dockerfile string }
 		Volumes     []string
 		Ports       []string
+		Restart     string
 		// StopGrace is a Go duration string such as "15s".
 		StopGrace string                                `yaml:"stop_grace_period"`
 		DependsOn map[string]struct{ Condition string } `yaml:"depends_on"`
