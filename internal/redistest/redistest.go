@@ -199,6 +199,28 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
+// InfoField reads one field of an INFO section of the server ("" when it
+// is not running, does not answer in a second, or has no such field).
+func (s *Server) InfoField(section, field string) string {
+	if s.cmd == nil {
+		return ""
+	}
+	c := s.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // String names the server.
 func (s *Server) String() string { return fmt.Sprintf("redis@%s", s.Addr) }
 

@@ -47,7 +47,7 @@ func StartSentinels(t testing.TB, name string) *SentinelGroup {
 	replica := Start(t, append(fast, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))...)
 	g.Servers = []*Server{primary, replica}
 	g.until("the replica's link to its primary is up", func() bool {
-		return infoField(replica, "replication", "master_link_status") == "up"
+		return replica.InfoField("replication", "master_link_status") == "up"
 	})
 	for range 3 {
 		g.Sentinels = append(g.Sentinels, g.startSentinel(primary.Port))
@@ -212,7 +212,7 @@ func (g *SentinelGroup) waitPrimary(old *Server) *Server {
 	}
 	g.until(what, func() bool {
 		p = g.Primary()
-		return p != nil && p != old && infoField(p, "replication", "role") == "master"
+		return p != nil && p != old && p.InfoField("replication", "role") == "master"
 	})
 	return p
 }
@@ -227,26 +227,4 @@ func (g *SentinelGroup) until(what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// infoField reads one field of INFO section on s; "" when s does not
-// answer.
-func infoField(s *Server, section, field string) string {
-	if s.cmd == nil {
-		return ""
-	}
-	c := s.Client()
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, section).Result()
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }

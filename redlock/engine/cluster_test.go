@@ -355,7 +355,7 @@ func TestClusterShardRestartGuard(t *testing.T) {
 			info, _ := rc.ClusterInfo(ctx).Result()
 			return strings.Contains(info, "cluster_state:ok")
 		})
-		return infoField(t, lost, "server", "run_id")
+		return lost.InfoField("server", "run_id")
 	}
 
 	t.Run("guard=on", func(t *testing.T) {

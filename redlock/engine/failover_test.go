@@ -26,26 +26,9 @@ func startReplica(t *testing.T, addr string) *redistest.Server {
 	}
 	r := redistest.Start(t, "--replicaof", host, port)
 	waitFor(t, 10*time.Second, "the replica in sync", func() bool {
-		return infoField(t, r, "replication", "master_link_status") == "up"
+		return r.InfoField("replication", "master_link_status") == "up"
 	})
 	return r
-}
-
-// infoField reads one field of an INFO section of s.
-func infoField(t *testing.T, s *redistest.Server, section, field string) string {
-	t.Helper()
-	rc := s.Client()
-	defer rc.Close()
-	info, err := rc.Info(context.Background(), section).Result()
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func newFailoverClient(t *testing.T, addrs []string, w time.Duration, off ...Guard) *Client {
@@ -146,7 +129,7 @@ func olderThan(t *testing.T, w time.Duration, ss ...*redistest.Server) {
 	t.Helper()
 	waitFor(t, w+10*time.Second, "the servers older than the window", func() bool {
 		for _, s := range ss {
-			up, _ := strconv.Atoi(infoField(t, s, "server", "uptime_in_seconds"))
+			up, _ := strconv.Atoi(s.InfoField("server", "uptime_in_seconds"))
 			if time.Duration(up)*time.Second <= w {
 				return false
 			}
@@ -221,7 +204,7 @@ func TestPromotionGuard(t *testing.T) {
 				t.Fatalf("the promoted replica holds %q: the scene did not lose the write", v)
 			}
 			z := newFailoverClient(t, s.addrs(), w, off...) // sees the promoted replica first
-			run := infoField(t, s.replica, "server", "run_id")
+			run := s.replica.InfoField("server", "run_id")
 			for _, name := range []string{"Y", "Z"} {
 				c := map[string]*Client{"Y": y, "Z": z}[name]
 				waitFor(t, 5*time.Second, name+" reaches the promoted replica", func() bool {
@@ -336,7 +319,7 @@ func mayEvict(t *testing.T, m *redistest.Server) {
 	ctx := context.Background()
 	rc := m.Client()
 	defer rc.Close()
-	used, _ := strconv.ParseInt(infoField(t, m, "memory", "used_memory"), 10, 64)
+	used, _ := strconv.ParseInt(m.InfoField("memory", "used_memory"), 10, 64)
 	if err := rc.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +478,7 @@ func TestLockAcrossSentinelFailovers(t *testing.T) {
 				g.WaitPrimary(old)
 				g.Resume(old)
 				waitFor(t, 30*time.Second, "the old primary back as a replica", func() bool {
-					return infoField(t, old, "replication", "role") == "slave"
+					return old.InfoField("replication", "role") == "slave"
 				})
 			}
 			for name, c := range map[string]*Client{"X": x, "Y": y} {
