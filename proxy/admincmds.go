@@ -18,40 +18,31 @@ import (
 // master are refused; off, they pass through to it.
 const guardAdmin = "admin-commands"
 
-// adminSubcommands lists, for the admin commands that have subcommands, those
-// that erase or reconfigure; the others (CONFIG GET, ACL WHOAMI, …) pass.
-var adminSubcommands = map[string][]string{
-	"config": {"set", "rewrite"},
-	"acl":    {"setuser", "deluser", "load", "save"},
-	"module": {"load", "loadex", "unload"},
-}
-
 // cmdAdmin serves FLUSHALL, FLUSHDB, DEBUG, and the subcommands of CONFIG,
-// ACL and MODULE in adminSubcommands; ACL WHOAMI, LIST and USERS answer
-// for the proxy's users (cmdACL).
-func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) {
+// ACL and MODULE that erase or reconfigure (their rows' adminSubs); ACL
+// WHOAMI, LIST and USERS answer for the proxy's users (cmdACL).
+func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
 	if name == "acl" && len(args) > 1 && aclAnswered(args[1]) {
-		cmdACL(s, c, st, args)
-		return
+		return cmdACL(s, c, st, args)
 	}
-	if subs, ok := adminSubcommands[name]; ok && (len(args) < 2 || !slices.Contains(subs, strings.ToLower(string(args[1])))) {
-		s.forward(c, st, args, false)
-		return
+	subs := commands[name].adminSubs
+	if subs != nil && (len(args) < 2 || !slices.Contains(subs, strings.ToLower(string(args[1])))) {
+		return toBackend
 	}
 	if !s.backendVotes() && s.mixed() && s.mayLock(st) && (name == "flushdb" || name == "flushall") && !st.multi {
 		s.flushWithLocks(c, st, args, name == "flushall") // flush.go
-		return
+		return replied
 	}
 	if !s.backendVotes() || s.off(guardAdmin) {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	what := strings.ToUpper(echo(args[0]))
-	if len(args) > 1 && adminSubcommands[name] != nil {
+	if len(args) > 1 && subs != nil {
 		what += " " + strings.ToUpper(echo(args[1]))
 	}
 	c.WriteError("ERR redlock-proxy: '" + what + "' would erase or reconfigure a voting master (the passthrough backend is one of redlock.masters); run it on the master itself if you mean it, or give the proxy a backend of its own (proxy.backend)")
+	return replied
 }
 
 // aclAnswered reports whether the proxy answers an ACL subcommand itself:
@@ -68,11 +59,11 @@ func aclAnswered(sub []byte) bool {
 // cmdACL answers ACL WHOAMI (the connection's user), ACL USERS (every
 // user's name, sorted) and ACL LIST (a line per user, in Redis's format)
 // for the proxy's users, as Redis answers them for its own.
-func cmdACL(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdACL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	sub := strings.ToLower(string(args[1]))
 	if len(args) != 2 {
 		c.WriteError("ERR wrong number of arguments for 'acl|" + sub + "' command")
-		return
+		return replied
 	}
 	a := s.auth.Load()
 	switch sub {
@@ -94,4 +85,5 @@ func cmdACL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteBulkString(l)
 		}
 	}
+	return replied
 }

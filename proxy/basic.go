@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-func cmdPing(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdPing(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	switch len(args) {
 	case 1:
 		c.WriteString("PONG")
@@ -18,51 +18,46 @@ func cmdPing(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		wrongArgs(c, "ping")
 	}
+	return replied
 }
 
-func cmdEcho(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 2 {
-		wrongArgs(c, "echo")
-		return
-	}
+func cmdEcho(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	c.WriteBulk(args[1])
+	return replied
 }
 
-func cmdQuit(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdQuit(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	c.WriteString("OK")
 	if ss, ok := c.(*session); ok {
 		ss.quit = true
 	}
 	c.Close()
+	return replied
 }
 
 // cmdSelect selects a database (databases.go): the backend's for data,
 // the masters' for locks. A client with a backend connection of its own
 // (after WATCH, a blocking command, or subscribed in RESP3) has it SELECT
 // too.
-func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 2 {
-		wrongArgs(c, "select")
-		return
-	}
+func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	n, err := parseInt(args[1])
 	if err != nil {
 		c.WriteError("ERR value is not an integer or out of range")
-		return
+		return replied
 	}
 	if n < 0 || n > math.MaxInt32 {
 		c.WriteError("ERR DB index is out of range")
-		return
+		return replied
 	}
 	d, refused, err := s.database(int(n))
 	switch {
 	case err != nil:
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
-		return
+		return replied
 	case refused != "":
 		c.WriteError(refused)
-		return
+		return replied
 	}
 	if st.sub != nil && st.sub.resp3 {
 		// Its own connection answers, in order with its other replies.
@@ -71,7 +66,7 @@ func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			if s.sendSub(ss, st, args) {
 				st.db = d
 			}
-			return
+			return replied
 		}
 	}
 	if st.pinned != nil {
@@ -80,18 +75,19 @@ func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			st.pinned.close()
 			st.lostPinned()
 			c.WriteError(errPinnedLost)
-			return
+			return replied
 		}
 		if len(reply) > 0 && reply[0] == '-' {
 			c.WriteRaw(reply)
-			return
+			return replied
 		}
 	}
 	st.db = d
 	c.WriteString("OK")
+	return replied
 }
 
-func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	switch {
 	case len(args) < 2 || len(args) > 3:
 		c.WriteError("ERR syntax error")
@@ -103,17 +99,18 @@ func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		user, ok := s.checkAuth(args[1:])
 		if !ok {
 			c.WriteError(wrongPass)
-			return
+			return replied
 		}
 		st.authed, st.user = true, user
 		c.WriteString("OK")
 	}
+	return replied
 }
 
 // cmdReset gives the connection a fresh state, as Redis's RESET does, and
 // releases what it held: its pinned backend connection, and its leases (as
 // closing it would).
-func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if st.pinned != nil {
 		st.pinned.close()
 	}
@@ -123,21 +120,22 @@ func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	*st = client{id: st.id}
 	setResp3(c, false) // RESET goes back to RESP2, as on Redis
 	c.WriteString("RESET")
+	return replied
 }
 
 // cmdHello switches the connection to RESP2 or RESP3 and answers what
 // Redis answers, in the protocol chosen.
-func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	proto := max(st.proto, 2)
 	if len(args) > 1 {
 		v, err := parseInt(args[1])
 		if err != nil {
 			c.WriteError("ERR Protocol version is not an integer or out of range")
-			return
+			return replied
 		}
 		if v != 2 && v != 3 {
 			c.WriteError("NOPROTO unsupported protocol version")
-			return
+			return replied
 		}
 		proto = int(v)
 		for i := 2; i < len(args); i++ {
@@ -145,13 +143,13 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			case "auth":
 				if i+2 >= len(args) {
 					c.WriteError("ERR Syntax error in HELLO option 'auth'")
-					return
+					return replied
 				}
 				if s.authRequired() {
 					user, ok := s.checkAuth(args[i+1 : i+3])
 					if !ok {
 						c.WriteError(wrongPass)
-						return
+						return replied
 					}
 					st.user = user
 				}
@@ -160,24 +158,24 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			case "setname":
 				if i+1 >= len(args) {
 					c.WriteError("ERR Syntax error in HELLO option 'setname'")
-					return
+					return replied
 				}
 				i++
 				if !validName(args[i]) {
 					c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
-					return
+					return replied
 				}
 				st.name = string(args[i])
 			default:
 				c.WriteError("ERR Syntax error in HELLO option '" + echo(args[i]) + "'")
-				return
+				return replied
 			}
 		}
 	}
 	if proto != max(st.proto, 2) {
 		if st.sub != nil {
 			c.WriteError("ERR redlock-proxy: HELLO cannot change the protocol of a subscribed connection through the proxy")
-			return
+			return replied
 		}
 		if st.pinned != nil {
 			// The client's own backend connection (WATCH, MULTI, blocking
@@ -205,6 +203,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	c.WriteBulkString("master")
 	c.WriteBulkString("modules")
 	c.WriteArray(0)
+	return replied
 }
 
 // setResp3 sets the protocol of the replies the proxy writes to c.
@@ -227,17 +226,13 @@ func validName(b []byte) bool {
 	return true
 }
 
-func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, "client")
-		return
-	}
+func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	sub := strings.ToLower(string(args[1]))
 	switch {
 	case sub == "setname" && len(args) == 3:
 		if !validName(args[2]) {
 			c.WriteError("ERR Client names cannot contain spaces, newlines or special characters.")
-			return
+			return replied
 		}
 		st.name = string(args[2])
 		c.WriteString("OK")
@@ -257,7 +252,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			st.libVer = string(args[3])
 		default:
 			c.WriteError("ERR Unrecognized option '" + echo(args[2]) + "'")
-			return
+			return replied
 		}
 		c.WriteString("OK")
 	case sub == "info" || sub == "list":
@@ -267,7 +262,10 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case sub == "tracking":
 		s.clientTracking(c, st, args)
 	case sub == "caching" || sub == "trackinginfo" || sub == "getredir":
-		s.clientOwnConn(c, st, args)
+		// Of a client with no connection of its own: a pooled backend
+		// connection answers them as Redis does for a client that does
+		// not track (pooled connections never do).
+		return toBackend
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
@@ -275,6 +273,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(echo([]byte(sub))) + " is not supported through the proxy")
 	}
+	return replied
 }
 
 // parseInt parses a Redis integer argument strictly (no spaces, no '+').

@@ -125,11 +125,11 @@ func (s *Server) refusal(st *client, e *command, args [][]byte) string {
 // asked of the backend (COMMAND GETKEYS) only when movable is true.
 func (s *Server) keyWhere(e *command, args [][]byte, movable bool, f func([]byte) bool) ([]byte, error) {
 	if e != nil {
-		if !e.keys {
+		if !e.keys() {
 			return nil, nil
 		}
-		if e.served {
-			for _, k := range servedKeys(e.name, args) {
+		if e.served() {
+			for _, k := range e.keysOf(args) {
 				if f(k) {
 					return k, nil
 				}
@@ -179,10 +179,10 @@ func (s *Server) takesLock(e *command, args [][]byte) bool {
 			return false // not a lock script: the boundary and cmdEval decide where it runs
 		}
 	}
-	if !e.served {
+	if !e.served() {
 		return false
 	}
-	for _, k := range servedKeys(e.name, args) {
+	for _, k := range e.keysOf(args) {
 		if s.isLockKey(k) {
 			return true
 		}
@@ -207,13 +207,13 @@ func (s *Server) scriptSpec(name string, args [][]byte) *lockscripts.Spec {
 // or "" when it names none, is served by the quorum, or such commands go
 // to the backend (proxy.lock_key_commands, with a backend of its own).
 func (s *Server) lockKeyRefusal(e *command, args [][]byte) string {
-	if !s.bnd.refuseKeys || len(args) < 2 || e != nil && !e.backendKeys {
+	if !s.bnd.refuseKeys || len(args) < 2 || e != nil && !e.has(fBackendKeys) {
 		return "" // the proxy's own commands, and those of the quorum
 	}
-	if e != nil && (e.name == "hget" || e.name == "hexists") && len(args) == 3 && redissonHolder.Match(args[2]) {
+	if e != nil && e.has(fHash) && len(args) == 3 && redissonHolder.Match(args[2]) {
 		return "" // hashcmds.go
 	}
-	if e != nil && e.sorted && s.permitKeyOf(e.name, args) != nil {
+	if e != nil && e.has(fSorted) && s.permitKeyOf(e.name, args) != nil {
 		return "" // a semaphore's permits: semaphore.go serves or refuses it
 	}
 	if e == nil && (strings.EqualFold(string(args[0]), "sort") || strings.EqualFold(string(args[0]), "sort_ro")) {
@@ -371,14 +371,12 @@ func infoField(info, name string) string {
 // reply (a SCAN page may then hold fewer keys, as SCAN allows); RANDOMKEY
 // asks again when it draws one, and answers nil when it draws only
 // records. Elsewhere they pass through.
-func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.bnd.voting && len(args) > 1 && !strings.EqualFold(string(args[0]), "randomkey") {
-		s.ownKeyspace(c, st, args) // keyspace.go
-		return
+		return s.ownKeyspace(c, st, args) // keyspace.go
 	}
 	if !s.bnd.voting || !s.bnd.reserved {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	name := strings.ToLower(string(args[0]))
 	for try := 0; ; try++ {
@@ -387,10 +385,10 @@ func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		switch {
 		case errors.As(err, &er):
 			c.WriteError(string(er))
-			return
+			return replied
 		case err != nil:
 			c.WriteError("ERR redlock-proxy: passthrough backend failed")
-			return
+			return replied
 		}
 		switch name {
 		case "randomkey":
@@ -411,13 +409,13 @@ func cmdKeyspace(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			a, _ := v.([]any)
 			if len(a) != 2 {
 				c.WriteAny(v)
-				return
+				return replied
 			}
 			c.WriteArray(2)
 			c.WriteAny(a[0])
 			writeKeys(c, a[1])
 		}
-		return
+		return replied
 	}
 }
 

@@ -89,11 +89,10 @@ func aggregate(b []byte) (typ byte, n int, rest []byte, ok bool) {
 	return b[0], n, b[i+2:], true
 }
 
-func cmdCommand(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdCommand(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if st.sub != nil && st.sub.resp3 {
 		// Its commands run on its own connection, their replies relayed.
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	sub := ""
 	if len(args) > 1 {
@@ -105,37 +104,38 @@ func cmdCommand(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	case sub == "count" && len(args) == 2:
 		raw, ok := s.backendRaw(c, st, args)
 		if !ok {
-			return
+			return replied
 		}
 		if n, err := strconv.Atoi(strings.TrimSpace(string(raw[1:]))); raw[0] == ':' && err == nil {
 			c.WriteInt(n + len(nativeCommands))
-			return
+			return replied
 		}
 		c.WriteRaw(raw)
 	case sub == "list":
 		s.commandList(c, st, args)
 	case sub == "info":
-		s.commandInfo(c, st, args)
+		return s.commandInfo(c, st, args)
 	case sub == "docs":
-		s.commandDocs(c, st, args)
+		return s.commandDocs(c, st, args)
 	case (sub == "getkeys" || sub == "getkeysandflags") && len(args) > 2 && nativeCommandOf(args[2]) != nil:
 		nc := nativeCommandOf(args[2])
 		n := len(args) - 2
 		if nc.arity > 0 && n != nc.arity || nc.arity < 0 && n < -nc.arity {
 			c.WriteError("ERR Invalid number of arguments specified for command")
-			return
+			return replied
 		}
 		c.WriteArray(1)
 		if sub == "getkeys" {
 			c.WriteBulk(args[3])
-			return
+			return replied
 		}
 		c.WriteArray(2)
 		c.WriteBulk(args[3])
 		writeSet(c, st, nc.keyFlags())
 	default:
-		s.forward(c, st, args, false)
+		return toBackend
 	}
+	return replied
 }
 
 // backendArray runs args on the backend and returns its array reply's
@@ -202,7 +202,7 @@ func (s *Server) commandList(c redcon.Conn, st *client, args [][]byte) {
 
 // commandInfo answers COMMAND INFO name…: an entry or nil per name, in
 // order.
-func (s *Server) commandInfo(c redcon.Conn, st *client, args [][]byte) {
+func (s *Server) commandInfo(c redcon.Conn, st *client, args [][]byte) route {
 	mineAt := -1
 	for i, a := range args[2:] {
 		if nativeCommandOf(a) != nil {
@@ -211,8 +211,7 @@ func (s *Server) commandInfo(c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	if mineAt < 0 {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	c.WriteArray(len(args) - 2)
 	for _, a := range args[2:] {
@@ -222,7 +221,7 @@ func (s *Server) commandInfo(c redcon.Conn, st *client, args [][]byte) {
 		}
 		raw, ok := s.backendRaw(c, st, [][]byte{[]byte("COMMAND"), []byte("INFO"), a})
 		if !ok {
-			return
+			return replied
 		}
 		if _, n, rest, ok := aggregate(raw); ok && n == 1 {
 			c.WriteRaw(rest)
@@ -230,11 +229,12 @@ func (s *Server) commandInfo(c redcon.Conn, st *client, args [][]byte) {
 			c.WriteNull()
 		}
 	}
+	return replied
 }
 
 // commandDocs answers COMMAND DOCS [name…]: a map of each known command's
 // docs.
-func (s *Server) commandDocs(c redcon.Conn, st *client, args [][]byte) {
+func (s *Server) commandDocs(c redcon.Conn, st *client, args [][]byte) route {
 	back := args[:2:2]
 	var mine []*nativeCommand
 	if len(args) == 2 {
@@ -250,20 +250,19 @@ func (s *Server) commandDocs(c redcon.Conn, st *client, args [][]byte) {
 			}
 		}
 		if len(mine) == 0 {
-			s.forward(c, st, args, false)
-			return
+			return toBackend
 		}
 	}
 	n, rest := 0, []byte(nil)
 	if len(args) == 2 || len(back) > 2 {
 		raw, ok := s.backendRaw(c, st, back)
 		if !ok {
-			return
+			return replied
 		}
 		typ, k, r, ok := aggregate(raw)
 		if !ok {
 			c.WriteRaw(raw)
-			return
+			return replied
 		}
 		n, rest = k, r
 		if typ == '*' {
@@ -276,6 +275,7 @@ func (s *Server) commandDocs(c redcon.Conn, st *client, args [][]byte) {
 		c.WriteBulkString(nc.name)
 		nc.writeDocs(c, st)
 	}
+	return replied
 }
 
 func (nc *nativeCommand) aclCategory() string {

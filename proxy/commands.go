@@ -2,97 +2,10 @@ package proxy
 
 import (
 	"bytes"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
 )
-
-// handler serves one command of one client.
-type handler func(s *Server, c redcon.Conn, st *client, args [][]byte)
-
-// command is an entry of the command table.
-type command struct {
-	name string // lower case
-	h    handler
-	// releases: the handler is done with its arguments when it returns (it
-	// copies what it keeps, as strings), so like plain passthrough it lets
-	// the client's input buffer take its next read (keepInput). SET and
-	// SETNX are most lock acquires.
-	releases bool
-	// getset: GET, SET, HGET and HEXISTS, which pass through as they are
-	// for a key that is not a lock key (plainPassthrough).
-	getset bool
-	// backendKeys: the handler may pass the command through with its keys
-	// (HGET, HEXISTS, WATCH, blocking and sorted-set commands), as
-	// commands the proxy does not handle do (boundary.go).
-	backendKeys bool
-	// sorted: a sorted-set command (sortedSetCommands), which passes
-	// through as it is unless a key is a semaphore's permits.
-	sorted bool
-	// keys: the command names keys (lockCommands, or backendKeys).
-	keys bool
-	// served: one of lockCommands, whose keys are where lockKeysOf reads
-	// them (a map lookup less for every command the boundary checks).
-	served bool
-}
-
-// commands is the proxy's command table, by lower-case name. Commands not in
-// it pass through to the backend.
-var commands map[string]*command
-
-func init() {
-	handlers := map[string]handler{
-		"ping": cmdPing, "echo": cmdEcho, "quit": cmdQuit, "hello": cmdHello,
-		"client": cmdClient, "info": cmdInfo, "select": cmdSelect, "auth": cmdAuth,
-		"reset": cmdReset, "command": cmdCommand,
-
-		"set": cmdSet, "setnx": cmdSetNX, "get": cmdGet, "exists": cmdExists,
-		"del": cmdDel, "unlink": cmdDel, "pttl": cmdPTTL, "ttl": cmdPTTL,
-		"pexpire": cmdExpire, "expire": cmdExpire, "pexpireat": cmdExpire, "expireat": cmdExpire,
-		"persist": cmdExpire, "setex": cmdSetEx, "psetex": cmdSetEx, "getdel": cmdGetDel, "getex": cmdGetEx,
-
-		"eval": cmdEval, "evalsha": cmdEval, "script": cmdScript,
-		"eval_ro": cmdOtherScript, "evalsha_ro": cmdOtherScript, "fcall": cmdOtherScript, "fcall_ro": cmdOtherScript,
-		"lock.acquire": cmdLockAcquire, "lock.release": cmdLockRelease, "lock.extend": cmdLockExtend, "lock.info": cmdLockInfo,
-
-		"multi": cmdMulti, "exec": cmdExec, "discard": cmdDiscard,
-		"watch": cmdPinned, "unwatch": cmdPinned,
-
-		"subscribe": cmdSubscribe, "psubscribe": cmdSubscribe, "ssubscribe": cmdSubscribe,
-		"unsubscribe": cmdUnsubscribe, "punsubscribe": cmdUnsubscribe, "sunsubscribe": cmdUnsubscribe,
-		"monitor": cmdRefuse, "sync": cmdRefuse, "psync": cmdRefuse, "replicaof": cmdRefuse,
-		"slaveof": cmdRefuse, "shutdown": cmdRefuse, "swapdb": cmdRefuse, "move": cmdRefuse,
-		"migrate": cmdRefuse, "failover": cmdRefuse,
-
-		"flushall": cmdAdmin, "flushdb": cmdAdmin, "debug": cmdAdmin, "config": cmdAdmin,
-		"acl": cmdAdmin, "module": cmdAdmin,
-
-		"scan": cmdKeyspace, "keys": cmdKeyspace, "randomkey": cmdKeyspace, "dbsize": cmdDBSize,
-	}
-	handlers["hget"], handlers["hexists"] = cmdHashRead, cmdHashRead
-	backendKeys := map[string]bool{"hget": true, "hexists": true, "watch": true}
-	for _, name := range []string{"rename", "renamenx"} {
-		handlers[name] = cmdRename
-		backendKeys[name] = true
-	}
-	for _, name := range []string{"blpop", "brpop", "blmove", "brpoplpush", "blmpop",
-		"bzpopmin", "bzpopmax", "bzmpop", "xread", "xreadgroup", "wait", "waitaof"} {
-		handlers[name] = cmdBlocking
-		backendKeys[name] = true
-	}
-	for _, name := range sortedSetCommands {
-		handlers[name] = cmdSortedSet
-		backendKeys[name] = true
-	}
-	commands = make(map[string]*command, len(handlers))
-	for name, h := range handlers {
-		_, lock := lockCommands[name]
-		commands[name] = &command{name: name, h: h, backendKeys: backendKeys[name], keys: lock || backendKeys[name], served: lock,
-			releases: name == "set" || name == "setnx", getset: name == "get" || name == "set" || name == "hget" || name == "hexists",
-			sorted: slices.Contains(sortedSetCommands, name)}
-	}
-}
 
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	st, _ := c.Context().(*client)
@@ -143,7 +56,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 				return
 			}
 			// Queued on the client's backend connection.
-			if e == nil || !e.releases {
+			if e == nil || !e.has(fReleases) {
 				keepInput(c)
 			}
 			s.noteQueued(st, name, cmd.Args)
@@ -180,14 +93,14 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		c.WriteError(msg)
 		return
 	}
-	if e == nil || !e.releases {
+	if e == nil || !e.has(fReleases) {
 		keepInput(c)
 	}
 	if e == nil {
 		s.forward(c, st, cmd.Args, false)
 		return
 	}
-	e.h(s, c, st, cmd.Args)
+	s.serve(e, c, st, cmd.Args)
 	if tracking && st.sub != nil && st.sub.tracking {
 		s.invalidateLockKeys(c, e.name, cmd.Args)
 	}
@@ -199,8 +112,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 // key that is not a lock key, which the boundary lets through
 // (boundary.go).
 func (s *Server) plainPassthrough(st *client, e *command, args [][]byte) bool {
-	return (e == nil || e.getset && len(args) > 1 && !s.isLockKey(args[1]) || s.mixed() && mixedData(e, args) ||
-		e.sorted && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(st, e, args) == ""
+	return (e == nil || e.has(fPassGetSet) && len(args) > 1 && !s.isLockKey(args[1]) || s.mixed() && mixedData(e, args) ||
+		e.has(fSorted) && !blocking(e.name) && s.permitKeyOf(e.name, args) == nil) && s.refusal(st, e, args) == ""
 }
 
 // hasNX reports whether a SET has the NX option (a lock acquire).
@@ -355,15 +268,6 @@ func (st *client) lostPinned() {
 	st.dirty = st.dirty || st.multi
 }
 
-// lockCommands are the commands that may touch a lock key on the quorum.
-var lockCommands = map[string]struct{}{
-	"set": {}, "setnx": {}, "get": {}, "exists": {}, "del": {}, "unlink": {}, "pttl": {},
-	"ttl": {}, "pexpire": {}, "expire": {}, "pexpireat": {}, "expireat": {}, "persist": {},
-	"setex": {}, "psetex": {}, "getdel": {}, "getex": {}, "eval": {}, "evalsha": {},
-	"eval_ro": {}, "evalsha_ro": {}, "fcall": {}, "fcall_ro": {},
-	"lock.acquire": {}, "lock.release": {}, "lock.extend": {}, "lock.info": {},
-}
-
 // multiRefusal is the error for a command of the client st that cannot
 // be queued in MULTI ("" for one that can): what the boundary refuses
 // anywhere (boundary.go), first, as Redis checks a user's permissions
@@ -375,7 +279,7 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 		return msg
 	}
 	switch {
-	case s.bnd.voting && s.bnd.backendScripts && isScriptCommand(name):
+	case s.bnd.voting && s.bnd.backendScripts && isScriptCommand(lookup(args[0])):
 		return "ERR redlock-proxy: scripts cannot be queued in MULTI while the backend is a voting master; the transaction will be aborted"
 	case s.bnd.voting && s.bnd.reserved && (name == "scan" || name == "keys" || name == "randomkey" || name == "dbsize"):
 		return "ERR redlock-proxy: " + strings.ToUpper(name) + " cannot be queued in MULTI while the backend is a voting master (its reply would name the proxy's records); the transaction will be aborted"
@@ -396,19 +300,14 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 // errLockInMulti refuses a lock command in MULTI.
 const errLockInMulti = "ERR redlock-proxy: lock commands cannot be queued in MULTI; the transaction will be aborted"
 
-// isScriptCommand reports whether a command runs a script or a function.
-func isScriptCommand(name string) bool {
-	switch name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
-		return true
-	}
-	return false
-}
+// isScriptCommand reports whether a command (e: its row, or nil) runs a
+// script or a function.
+func isScriptCommand(e *command) bool { return e != nil && e.has(fScript) }
 
 // touchesLockKey reports whether a command would run on the quorum (or is
 // refused there: a sorted-set command on a semaphore's permits).
 func (s *Server) touchesLockKey(name string, args [][]byte) bool {
-	if e := commands[name]; e != nil && e.sorted && s.permitKeyOf(name, args) != nil {
+	if e := commands[name]; e != nil && e.has(fSorted) && s.permitKeyOf(name, args) != nil {
 		return true
 	}
 	if s.mixed() && !s.mixedLockOp(name, args) {
@@ -423,31 +322,12 @@ func (s *Server) touchesLockKey(name string, args [][]byte) bool {
 }
 
 // lockKeysOf is the keys of a command that may touch a lock key (nil for
-// other commands), lock keys or not.
+// other commands), lock keys or not: where its row puts them.
 func lockKeysOf(name string, args [][]byte) [][]byte {
-	if _, lock := lockCommands[name]; !lock {
-		return nil
+	if e := commands[name]; e != nil && e.served() {
+		return e.keysOf(args)
 	}
-	return servedKeys(name, args)
-}
-
-// servedKeys is lockKeysOf for a command known to be one of lockCommands.
-func servedKeys(name string, args [][]byte) [][]byte {
-	if len(args) < 2 {
-		return nil
-	}
-	switch name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
-		if len(args) > 2 {
-			if n, err := parseInt(args[2]); err == nil && n > 0 && int(n) <= len(args)-3 {
-				return args[3 : 3+n]
-			}
-		}
-		return nil
-	case "del", "unlink", "exists":
-		return args[1:]
-	}
-	return args[1:2]
+	return nil
 }
 
 // queueable lists what the proxy itself handles while a client is in MULTI;
@@ -580,23 +460,10 @@ func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool,
 	return bc, false, err
 }
 
-func cmdRefuse(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(echo(args[0])) + "' is not supported through the proxy; connect to a master directly")
-}
-
-// cmdBlocking runs a blocking command on the client's own backend
-// connection, so it does not hold a pooled one or time out early.
-func cmdBlocking(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	s.forward(c, st, args, true)
-}
-
-// cmdPinned runs WATCH/UNWATCH on the client's own backend connection.
-func cmdPinned(s *Server, c redcon.Conn, st *client, args [][]byte) { s.forward(c, st, args, true) }
-
-func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if st.multi {
 		c.WriteError("ERR MULTI calls can not be nested")
-		return
+		return replied
 	}
 	s.forward(c, st, args, true)
 	// Without a backend connection (the backend failed: the error is
@@ -604,12 +471,13 @@ func cmdMulti(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	// commands a client pipelines after MULTI are refused, never run one
 	// by one, and EXEC answers EXECABORT.
 	st.multi, st.dirty, st.multiEnds, st.multiN = true, st.pinned == nil, nil, 0
+	return replied
 }
 
-func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !st.multi {
 		c.WriteError("ERR EXEC without MULTI")
-		return
+		return replied
 	}
 	ends := st.multiEnds
 	st.multiEnds, st.multiN = nil, 0
@@ -619,23 +487,24 @@ func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		st.multi, st.dirty = false, false
 		c.WriteError("EXECABORT Transaction discarded because of previous errors.")
-		return
+		return replied
 	}
 	if len(ends) == 0 {
 		s.forward(c, st, args, true)
 		st.multi = false
-		return
+		return replied
 	}
 	ec := &execConn{Conn: c}
 	s.forward(ec, st, args, true)
 	st.multi = false
 	s.endLocks(st, ends, ec.reply)
+	return replied
 }
 
-func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !st.multi {
 		c.WriteError("ERR DISCARD without MULTI")
-		return
+		return replied
 	}
 	if st.pinned == nil && (st.sub == nil || !st.sub.resp3) {
 		c.WriteString("OK") // the backend's transaction was lost with its connection
@@ -643,4 +512,5 @@ func cmdDiscard(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.forward(c, st, args, true)
 	}
 	st.multi, st.dirty, st.multiEnds, st.multiN = false, false, nil, 0
+	return replied
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -206,7 +207,7 @@ func TestDispatchRecoversPanic(t *testing.T) {
 	s := unreachableServer(t)
 	c := newRecordConn()
 	c.SetContext(&client{id: 1})
-	commands["test-panic"] = &command{name: "test-panic", h: func(*Server, redcon.Conn, *client, [][]byte) { panic("boom") }}
+	commands["test-panic"] = &command{name: "test-panic", h: func(*Server, redcon.Conn, *client, [][]byte) route { panic("boom") }}
 	defer delete(commands, "test-panic")
 	s.dispatch(c, redcon.Command{Args: [][]byte{[]byte("test-panic")}})
 	out, _ := c.replies()
@@ -249,10 +250,10 @@ func TestLookupNames(t *testing.T) {
 			t.Fatalf("lookup(%q): %v allocations", in, n)
 		}
 	}
-	if e := lookup([]byte("GeT")); e == nil || e.name != "get" || !e.getset || e.releases {
+	if e := lookup([]byte("GeT")); e == nil || e.name != "get" || !e.has(fPassGetSet) || e.has(fReleases) || e.arity != 2 {
 		t.Fatalf("lookup(GeT) = %+v", e)
 	}
-	if e := lookup([]byte("SETNX")); e == nil || !e.releases || e.getset {
+	if e := lookup([]byte("SETNX")); e == nil || !e.has(fReleases) || e.has(fPassGetSet) || e.arity != 3 {
 		t.Fatalf("lookup(SETNX) = %+v", e)
 	}
 }
@@ -268,6 +269,57 @@ func BenchmarkRefusalGetSet(b *testing.B) {
 	for b.Loop() {
 		if s.refusal(st, eg, get) != "" || s.refusal(st, es, set) != "" {
 			b.Fatal("refused")
+		}
+	}
+}
+
+// The command table's rows agree with themselves: a row that checks its
+// first key has one by its arity, the keys of a row the quorum serves are
+// where its row says, and a command with too few or too many arguments is
+// answered Redis's error from its row, before its handler runs.
+func TestTableRows(t *testing.T) {
+	for _, e := range table {
+		if e.has(fKey1) && (e.arity > -2 && e.arity < 2) {
+			t.Errorf("%s: checks args[1] with arity %d", e.name, e.arity)
+		}
+		if e.where == 0 {
+			t.Errorf("%s: no place", e.name)
+		}
+		if e.h == nil && e.where != refused && e.where != onOwnConn {
+			t.Errorf("%s: no handler, and not routed from its row", e.name)
+		}
+	}
+	b := func(s ...string) [][]byte {
+		out := make([][]byte, len(s))
+		for i, a := range s {
+			out[i] = []byte(a)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		args, want [][]byte
+	}{
+		{b("GET", "k"), b("k")},
+		{b("SET", "k", "v", "NX"), b("k")},
+		{b("DEL", "a", "b", "c"), b("a", "b", "c")},
+		{b("EVALSHA", "sha", "2", "b", "c", "argv"), b("b", "c")},
+		{b("EVAL", "return 1", "3", "b", "c"), nil},
+		{b("INCR", "k"), nil},
+	} {
+		got := lockKeysOf(strings.ToLower(string(c.args[0])), c.args)
+		if !slices.EqualFunc(got, c.want, bytes.Equal) {
+			t.Errorf("lockKeysOf(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+	s := unreachableServer(t)
+	for _, args := range [][][]byte{b("GET"), b("EVAL", "return 1"), b("PERSIST", "a", "b"), b("LOCK.INFO")} {
+		c := newRecordConn()
+		c.SetContext(&client{id: 1, authed: true})
+		s.dispatch(c, redcon.Command{Args: args})
+		out, _ := c.replies()
+		want := "-ERR wrong number of arguments for '" + strings.ToLower(string(args[0])) + "' command\r\n"
+		if string(out) != want {
+			t.Errorf("%q: reply %q, want %q", args, out, want)
 		}
 	}
 }

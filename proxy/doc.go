@@ -18,9 +18,12 @@
 //   - The client connection: session.go (the read–run–reply loop), conn.go
 //     (per-client state), auth.go and credentials.go (client AUTH; masters'
 //     and backend's).
-//   - Classification and dispatch: commands.go (the command table, handle:
-//     AUTH gate, MULTI, subscribed clients, plain passthrough, pipelined
-//     lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),
+//   - Classification and dispatch: table.go (the command table: a row per
+//     command with its arity, key positions, where it is served and what
+//     kind of command it is; serve, which checks the arity and routes from
+//     the row, its handler answering or naming where the command goes),
+//     commands.go (handle: AUTH gate, MULTI, subscribed clients, plain
+//     passthrough, pipelined lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),
 //     info.go, admincmds.go (commands refused on a voting backend).
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).

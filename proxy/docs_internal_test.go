@@ -72,19 +72,13 @@ func TestDocsNameEveryConfigKey(t *testing.T) {
 	}
 }
 
-// commandNames lists every command (and admin subcommand) named by the
-// proxy's dispatch tables.
+// commandNames lists every command (and admin subcommand) of the command
+// table.
 func commandNames() []string {
 	seen := map[string]bool{}
-	for name := range commands {
-		seen[name] = true
-	}
-	for name := range lockCommands {
-		seen[name] = true
-	}
-	for name, subs := range adminSubcommands {
-		seen[name] = true
-		for _, sub := range subs {
+	for _, e := range table {
+		seen[e.name] = true
+		for _, sub := range e.adminSubs {
 			seen[sub] = true
 		}
 	}
@@ -96,17 +90,63 @@ func commandNames() []string {
 	return names
 }
 
+// namesCommand reports whether text names the command, as a word, in any
+// case: GET is not named by GETDEL.
+func namesCommand(text, name string) bool {
+	re := regexp.MustCompile(`(?i)(^|[^a-z0-9_.])` + regexp.QuoteMeta(name) + `($|[^a-z0-9_])`)
+	return re.MatchString(text)
+}
+
 func TestDocsNameEveryCommand(t *testing.T) {
 	doc := readDoc(t, "commands.md")
 	names := commandNames()
 	if len(names) < 60 {
-		t.Fatalf("only %d commands found in the dispatch tables: %v", len(names), names)
+		t.Fatalf("only %d commands found in the command table: %v", len(names), names)
 	}
 	for _, name := range names {
-		// As a word, in any case: GET is not named by GETDEL.
-		re := regexp.MustCompile(`(?i)(^|[^a-z0-9_.])` + regexp.QuoteMeta(name) + `($|[^a-z0-9_])`)
-		if !re.MatchString(doc) {
+		if !namesCommand(doc, name) {
 			t.Errorf("docs/commands.md does not name the command %s", strings.ToUpper(name))
+		}
+	}
+}
+
+// docSection is the text of the section of a page under a "## " heading,
+// up to the next.
+func docSection(t *testing.T, doc, heading string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/commands.md has no section %q", heading)
+	}
+	text, _, _ := strings.Cut(rest, "\n## ")
+	return text
+}
+
+// Each row of the command table is named in the section of
+// docs/commands.md that says where the command is served.
+func TestDocsPlaceEveryCommand(t *testing.T) {
+	doc := readDoc(t, "commands.md")
+	sections := map[where]string{
+		onQuorum:  "On a lock key: quorum operations",
+		answered:  "Answered by the proxy",
+		onOwnConn: "On a backend connection",
+		onBackend: "On a backend connection",
+		refused:   "Refused",
+		adminCmd:  "Refused",
+	}
+	for _, e := range table {
+		heading := sections[e.where]
+		switch {
+		case heading == "":
+			t.Errorf("%s: a row with no place (where %d)", e.name, e.where)
+			continue
+		case e.has(fPubSub):
+			heading = "Pub/sub"
+		case e.has(fDataBeside):
+			heading = "Data beside locks"
+		}
+		if !namesCommand(docSection(t, doc, heading), e.name) {
+			t.Errorf("docs/commands.md does not name %s under %q, where the command table serves it", strings.ToUpper(e.name), heading)
 		}
 	}
 }

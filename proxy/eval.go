@@ -18,23 +18,19 @@ import (
 // as a quorum operation; any other script passes through to the backend.
 // EVALSHA of a digest the proxy has not seen answers NOSCRIPT, never the
 // backend's copy, so that a lock script cannot run on one master alone.
-func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
-	if len(args) < 3 {
-		wrongArgs(c, name)
-		return
-	}
 	nk, err := parseInt(args[2])
 	switch {
 	case err != nil:
 		c.WriteError("ERR value is not an integer or out of range")
-		return
+		return replied
 	case nk < 0:
 		c.WriteError("ERR Number of keys can't be negative")
-		return
+		return replied
 	case nk > int64(len(args)-3):
 		c.WriteError("ERR Number of keys can't be greater than number of args")
-		return
+		return replied
 	}
 	keys, argv := args[3:3+nk], args[3+nk:]
 	var src string
@@ -48,7 +44,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			spec = lockscripts.BySHA(string(args[1]))
 			if spec == nil || !s.allLockKeys(keys) {
 				c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-				return
+				return replied
 			}
 		}
 		if ok {
@@ -65,7 +61,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
-		return
+		return replied
 	}
 	switch {
 	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
@@ -75,7 +71,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		// channel, which need not be a lock key.
 		if len(keys) != 2 || !s.isLockKey(keys[0]) {
 			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes the lock key and then a channel")
-			return
+			return replied
 		}
 		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
 	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
@@ -90,7 +86,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		if msg != "" {
 			c.WriteError(msg)
-			return
+			return replied
 		}
 		s.forwardScript(c, st, src, args)
 	case spec.Op == lockscripts.OpTimeProbe:
@@ -110,6 +106,7 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		s.runScript(c, st, spec, string(keys[0]), argv)
 	}
+	return replied
 }
 
 // forwardScript runs a script on the backend by its text (the client may
@@ -143,7 +140,7 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 // cmdOtherScript serves EVAL_RO, EVALSHA_RO, FCALL and FCALL_RO: scripts
 // and functions the proxy does not recognise, passed through where the
 // boundary lets them (scriptRefusal).
-func cmdOtherScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdOtherScript(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	var keys [][]byte
 	if len(args) >= 3 {
 		if n, err := parseInt(args[2]); err == nil && n > 0 && n <= int64(len(args)-3) {
@@ -152,9 +149,9 @@ func cmdOtherScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	}
 	if msg := s.scriptRefusal(keys); msg != "" {
 		c.WriteError(msg)
-		return
+		return replied
 	}
-	s.forward(c, st, args, false)
+	return toBackend
 }
 
 func (s *Server) allLockKeys(keys [][]byte) bool {
@@ -716,23 +713,19 @@ func positiveTTL(spec *lockscripts.Spec) bool {
 
 // cmdScript answers SCRIPT LOAD, EXISTS and FLUSH from the proxy's own cache,
 // which is what EVALSHA looks in; other subcommands pass through.
-func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, "script")
-		return
-	}
+func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	switch strings.ToLower(string(args[1])) {
 	case "load":
 		if len(args) != 3 {
 			c.WriteError("ERR wrong number of arguments for 'script|load' command")
-			return
+			return replied
 		}
 		sha, _ := s.scripts.Add(args[2])
 		c.WriteBulkString(sha)
 	case "exists":
 		if len(args) < 3 {
 			c.WriteError("ERR wrong number of arguments for 'script|exists' command")
-			return
+			return replied
 		}
 		c.WriteArray(len(args) - 2)
 		for _, sha := range args[2:] {
@@ -744,10 +737,11 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	case "flush":
 		s.scripts.Flush()
-		s.forward(c, st, args, false)
+		return toBackend
 	default:
-		s.forward(c, st, args, false)
+		return toBackend
 	}
+	return replied
 }
 
 // writeSpec writes one of a recognised script's replies; nil as the

@@ -22,13 +22,12 @@ import (
 var redissonHolder = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}:[0-9]+$`)
 
 // cmdHashRead serves HGET and HEXISTS.
-func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if len(args) != 3 || !s.isLockKey(args[1]) || !redissonHolder.Match(args[2]) {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
@@ -36,10 +35,10 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	switch {
 	case err != nil:
 		writeErr(c, err)
-		return
+		return replied
 	case h.Type != "hash" && h.Type != "none":
 		c.WriteError(wrongType)
-		return
+		return replied
 	}
 	v, ok := h.Fields[string(args[2])]
 	switch {
@@ -52,6 +51,7 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		c.WriteNull()
 	}
+	return replied
 }
 
 const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"

@@ -15,7 +15,7 @@ import (
 // cmdInfo answers the proxy's own INFO: its server fields, clients, lock
 // statistics and the state of each master. Section arguments select
 // sections, as on Redis 7 (INFO server memory).
-func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	// Sections as Redis 7 takes them: any number, in any case; none is
 	// "default".
 	want := map[string]bool{}
@@ -78,6 +78,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	})
 	wire.WriteVerbatim(c, b.String())
+	return replied
 }
 
 // infoSentinel is what INFO adds to a master given as a Sentinel group:

@@ -27,15 +27,14 @@ import (
 // reads it.
 
 // cmdDBSize serves DBSIZE.
-func cmdDBSize(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdDBSize(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if len(args) != 1 || !s.bnd.voting && st.sub != nil && st.sub.resp3 {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	v, err := s.backendValue(st, args)
 	if err != nil {
 		backendAnswer(c, nil, err)
-		return
+		return replied
 	}
 	n, _ := v.(int64)
 	switch {
@@ -43,13 +42,14 @@ func cmdDBSize(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		r, err := s.backendReserved(st)
 		if err != nil {
 			backendAnswer(c, nil, err)
-			return
+			return replied
 		}
 		n -= r
 	case !s.bnd.voting:
 		n += int64(len(s.quorumOnlyLocks(st, "*", "")))
 	}
 	c.WriteInt64(n)
+	return replied
 }
 
 // backendReserved counts the proxy's records on the backend.
@@ -74,21 +74,20 @@ func (s *Server) backendReserved(st *client) (int64, error) {
 
 // ownKeyspace serves SCAN and KEYS with a backend of its own: the
 // backend's reply, and the locks it has no key for.
-func (s *Server) ownKeyspace(c redcon.Conn, st *client, args [][]byte) {
+func (s *Server) ownKeyspace(c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
 	if st.sub != nil && st.sub.resp3 {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	v, err := s.backendValue(st, args)
 	var er wire.ErrorReply
 	switch {
 	case errors.As(err, &er):
 		c.WriteError(string(er))
-		return
+		return replied
 	case err != nil:
 		c.WriteError("ERR redlock-proxy: passthrough backend failed")
-		return
+		return replied
 	}
 	if name == "keys" {
 		keys, _ := v.([]any)
@@ -100,12 +99,12 @@ func (s *Server) ownKeyspace(c redcon.Conn, st *client, args [][]byte) {
 		for _, k := range more {
 			c.WriteBulkString(k)
 		}
-		return
+		return replied
 	}
 	a, _ := v.([]any)
 	if len(a) != 2 {
 		c.WriteAny(v)
-		return
+		return replied
 	}
 	keys, _ := a[1].([]any)
 	var more []string
@@ -130,6 +129,7 @@ func (s *Server) ownKeyspace(c redcon.Conn, st *client, args [][]byte) {
 	for _, k := range more {
 		c.WriteBulkString(k)
 	}
+	return replied
 }
 
 // quorumOnlyLocks lists the lock keys matching pattern (and of type typ,

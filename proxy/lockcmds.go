@@ -22,39 +22,38 @@ func (s *Server) opContext() (context.Context, context.CancelFunc) {
 	return newDeadlineCtx(d)
 }
 
-func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	o, msg := parseSet(args)
 	if msg != "" {
 		c.WriteError(msg)
-		return
+		return replied
 	}
-	if !s.isLockKey(args[1]) || !o.nx && s.mixed() {
-		s.forward(c, st, args, false) // data (mixed.go)
-		return
+	if !o.nx && s.mixed() {
+		return toBackend // data (mixed.go)
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	if s.mixed() && !s.mirrorTaken(st, c, args, o.get, "") {
-		return // the key holds data, or the backend failed
+		return replied // the key holds data, or the backend failed
 	}
 	if !o.nx {
 		w, err := s.eng(st).NoteTTL(string(args[1]), o.ttl(time.Now()))
 		if err != nil {
 			writeErr(c, err)
-			return
+			return replied
 		}
 		// Set unless refused: XX on an absent key answers nil; a value too
 		// long to answer (SET … GET) changes nothing.
 		s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool {
 			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.xx
 		}, o.get)
-		return
+		return replied
 	}
 	ttl := o.ttl(time.Now())
 	if o.expire != "" && ttl <= 0 {
 		s.setNXPast(st, c, args[1], o.get)
-		return
+		return replied
 	}
 	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
 		if ok {
@@ -63,6 +62,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteNull()
 		}
 	})
+	return replied
 }
 
 // setNXPast answers SET … NX with an absolute expiry already past (PXAT,
@@ -98,20 +98,12 @@ func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
 }
 
 // cmdSetNX is SET NX with no expiry, answered 1 or 0.
-func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 3 {
-		wrongArgs(c, "setnx")
-		return
-	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
-		return
-	}
+func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	if s.mixed() && !s.mirrorTaken(st, c, [][]byte{[]byte("set"), args[1], args[2], []byte("nx")}, false, "0") {
-		return
+		return replied
 	}
 	s.acquire(st, c, string(args[1]), string(args[2]), 0, false, func(ok bool) {
 		if ok {
@@ -120,6 +112,7 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			c.WriteInt(0)
 		}
 	})
+	return replied
 }
 
 // acquire runs a quorum acquire and answers through reply, or with the
@@ -160,19 +153,12 @@ func (s *Server) acquireRaw(st *client, key, value string, ttl time.Duration) (e
 	return r, err
 }
 
-func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 2 {
-		wrongArgs(c, "get")
-		return
-	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
-		return
-	}
+func cmdGet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.mixed() && s.backendFirst(st, c, args, func(v any) bool { return v != nil }) {
-		return
+		return replied
 	}
 	s.quorumGet(st, c, args)
+	return replied
 }
 
 // quorumGet answers GET of a lock key (args) from the quorum.
@@ -201,21 +187,13 @@ func (s *Server) read(st *client, key []byte) (engine.KeyState, error) {
 	return s.eng(st).Read(ctx, string(key))
 }
 
-func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
-	if len(args) != 2 {
-		wrongArgs(c, name)
-		return
-	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
-		return
-	}
 	if s.mixed() && s.backendFirst(st, c, args, func(v any) bool { n, _ := v.(int64); return n != -2 }) {
-		return
+		return replied
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	k, _, err := s.readAnyType(st, args[1])
 	switch {
@@ -230,16 +208,13 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		c.WriteInt64(k.PTTL.Milliseconds())
 	}
+	return replied
 }
 
 // cmdExists counts the keys whose value is held by a quorum.
-func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, "exists")
-		return
-	}
+func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversizedKey(c, args[1:]) {
-		return
+		return replied
 	}
 	n := int64(0)
 	var rest [][]byte
@@ -252,7 +227,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			v, err := s.backendCall(st, "exists", string(key))
 			if err != nil {
 				backendAnswer(c, nil, err)
-				return
+				return replied
 			}
 			if v == int64(1) {
 				n++
@@ -265,13 +240,14 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 		if err != nil {
 			writeErr(c, err)
-			return
+			return replied
 		}
 		if k.Exists {
 			n++
 		}
 	}
 	s.addPassthroughCount(c, st, args[0], rest, n)
+	return replied
 }
 
 // addPassthroughCount answers n plus what the backend counts for the keys
@@ -291,13 +267,9 @@ func (s *Server) addPassthroughCount(c redcon.Conn, st *client, cmd []byte, rest
 
 // cmdDel deletes each lock key on every master and counts it as deleted
 // when a quorum deleted it.
-func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, strings.ToLower(string(args[0])))
-		return
-	}
+func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversizedKey(c, args[1:]) {
-		return
+		return replied
 	}
 	n := int64(0)
 	var rest [][]byte
@@ -311,7 +283,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			v, err := s.backendCall(st, string(args[0]), string(key))
 			if err != nil {
 				backendAnswer(c, nil, err)
-				return
+				return replied
 			}
 			onBackend = v == int64(1)
 			if !s.mayLock(st) { // its data alone: a user who may not take locks ends none
@@ -330,7 +302,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			// A lock on the masters that answered, not ended on a
 			// quorum: "deleted" would tell the client the key is free.
 			writeErr(c, err)
-			return
+			return replied
 		case s.mixed():
 			// The backend's count; the lock, if a quorum holds one, goes
 			// too. A lock without a mirror on the backend (a semaphore,
@@ -343,26 +315,19 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			}
 		case err != nil:
 			writeErr(c, err)
-			return
+			return replied
 		case ok:
 			n++
 		}
 	}
 	s.addPassthroughCount(c, st, args[0], rest, n)
+	return replied
 }
 
 // cmdExpire runs PEXPIRE, EXPIRE, PEXPIREAT, EXPIREAT and PERSIST on every
 // master: 1 when a quorum applied it.
-func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
-	if (name == "persist" && len(args) != 2) || (name != "persist" && len(args) < 3) {
-		wrongArgs(c, name)
-		return
-	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
-		return
-	}
 	onBackend := false
 	if s.mixed() {
 		// The backend's key (data, or a lock's mirror) first; then the
@@ -370,7 +335,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		v, err := s.backendValue(st, args)
 		if err != nil {
 			backendAnswer(c, nil, err)
-			return
+			return replied
 		}
 		onBackend = v == int64(1)
 		if !onBackend {
@@ -379,13 +344,13 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			// without a mirror, which the quorum answers for.
 			if held, err := s.backendCall(st, "exists", string(args[1])); err != nil || held == int64(1) || !s.mayLock(st) {
 				backendAnswer(c, v, err)
-				return
+				return replied
 			}
 		}
 	}
 	if s.mixed() && !s.mayLock(st) {
 		c.WriteInt(1) // its data alone: a user who may not take locks changes none
-		return
+		return replied
 	}
 	answer := func(ok bool, ones int, err error) {
 		switch {
@@ -402,54 +367,51 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		}
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	var w *engine.TTLWrite
 	if name != "persist" {
 		n, err := parseInt(args[2])
 		if err != nil {
 			c.WriteError("ERR value is not an integer or out of range")
-			return
+			return replied
 		}
 		if w, err = s.eng(st).NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
 			if s.mixed() {
 				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
-				return
+				return replied
 			}
 			writeErr(c, err)
-			return
+			return replied
 		}
 	}
 	answer(s.broadcastOnes(st, w, args...))
+	return replied
 }
 
-func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 4 {
-		wrongArgs(c, strings.ToLower(string(args[0])))
-		return
-	}
-	if !s.isLockKey(args[1]) || s.mixed() {
-		s.forward(c, st, args, false) // data (mixed.go)
-		return
+func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
+	if s.mixed() {
+		return toBackend // data (mixed.go)
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	n, err := parseInt(args[2])
 	switch {
 	case err != nil:
 		c.WriteError("ERR value is not an integer or out of range")
-		return
+		return replied
 	case n <= 0:
 		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
-		return
+		return replied
 	}
 	w, err := s.eng(st).NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	if err != nil {
 		writeErr(c, err)
-		return
+		return replied
 	}
 	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
+	return replied
 }
 
 // expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
@@ -477,29 +439,24 @@ func expireTTL(cmd string, n int64, now time.Time) time.Duration {
 // cmdGetEx runs GETEX of a lock key on every master, as SET does: a TTL
 // written on one master alone would let it vote for another holder while
 // the others still hold the lock.
-func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) < 2 {
-		wrongArgs(c, "getex")
-		return
-	}
-	if !s.isLockKey(args[1]) || s.mixed() {
-		s.forward(c, st, args, false) // data (mixed.go)
-		return
+func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
+	if s.mixed() {
+		return toBackend // data (mixed.go)
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	ttl, msg := parseGetEx(args[2:], time.Now())
 	if msg == errSyntax {
 		c.WriteError(msg)
-		return
+		return replied
 	}
 	var w *engine.TTLWrite
 	if msg == "" {
 		var err error
 		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
 			writeErr(c, err)
-			return
+			return replied
 		}
 	}
 	// A bad expiry value is Redis's error only where the key holds a
@@ -507,6 +464,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	// refuse to write anything. A nil reply: nothing was set; a value too
 	// long to answer changes nothing.
 	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
+	return replied
 }
 
 const errSyntax = "ERR syntax error"
@@ -544,15 +502,7 @@ func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
 	return expireTTL(cmd, n, now), ""
 }
 
-func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 2 {
-		wrongArgs(c, "getdel")
-		return
-	}
-	if !s.isLockKey(args[1]) {
-		s.forward(c, st, args, false)
-		return
-	}
+func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.mixed() {
 		v, err := s.backendValue(st, args)
 		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
@@ -560,16 +510,17 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) {
 			st.releasedLease(string(args[1]), "")
 			if qerr != nil && ones > 0 {
 				writeErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
-				return
+				return replied
 			}
 		}
 		backendAnswer(c, v, err)
-		return
+		return replied
 	}
 	if s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	s.broadcastMajority(st, c, toAny(args), nil, nil, true)
+	return replied
 }
 
 func toAny(args [][]byte) []any {

@@ -168,7 +168,7 @@ func (s *Server) mirrorTaken(st *client, c redcon.Conn, set [][]byte, get bool, 
 	return true
 }
 
-// mixedLockOp reports whether a command of lockCommands is a lock
+// mixedLockOp reports whether a command the quorum serves is a lock
 // operation where the backend holds data beside the locks: an acquire (SET
 // … NX, SETNX), a lock script the proxy recognises, the proxy's own
 // LOCK.*. The others (GET, SET, DEL, EXPIRE…, other scripts) are data
@@ -431,16 +431,16 @@ func isNilReply(b []byte) bool {
 // destination, ends as on one Redis: once the backend renamed the key,
 // the quorum's locks of both keys are deleted (a lock does not move; a
 // failure leaves it to its TTL).
-func cmdRename(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdRename(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.mixed() || len(args) != 3 || !s.isLockKey(args[1]) && !s.isLockKey(args[2]) {
-		s.forward(c, st, args, false)
-		return
+		return toBackend
 	}
 	ec := &renameConn{Conn: c}
 	s.forward(ec, st, args, false)
 	if ec.renamed && s.mayLock(st) {
 		s.deleteLocks(st, []string{string(args[1]), string(args[2])})
 	}
+	return replied
 }
 
 // renameConn passes RENAME's reply on and notes whether it renamed.

@@ -111,31 +111,32 @@ func newToken() string {
 
 // cmdLockAcquire answers [token, fencing number, validity ms], or a null
 // array when not granted (after WAIT, if given).
-func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	o, msg := parseAcquire(args)
 	if msg != "" {
 		c.WriteError(msg)
-		return
+		return replied
 	}
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	if o.token == "" {
 		o.token = newToken()
 	}
 	if o.lease {
 		s.acquireLease(c, st, o)
-		return
+		return replied
 	}
 	g, err := s.acquireNative(s.eng(st), c, o)
 	if errors.Is(err, errWaiterGone) {
-		return
+		return replied
 	}
 	if g != nil && o.wait > 0 && clientGone(c) {
 		s.undoGrant(s.eng(st), o.key, g) // granted after the client left: nobody will use or release it
-		return
+		return replied
 	}
 	writeGrant(c, g, err)
+	return replied
 }
 
 // undoGrant gives back the hold a grant added: one hold, so that a
@@ -208,13 +209,9 @@ func (s *Server) fencedOnce(rl *engine.Client, o acquireOpts) (*engine.FenceGran
 // cmdLockRelease gives back one hold of the token: 1 when a quorum held
 // it, else 0. The last hold frees the key, and a waiter at this proxy is
 // woken.
-func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 3 {
-		wrongArgs(c, "lock.release")
-		return
-	}
+func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	ok, freed, err := s.releaseNative(s.eng(st), string(args[1]), string(args[2]))
 	if ls := st.leases.Load(); ls != nil && freed {
@@ -228,6 +225,7 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		c.WriteInt(0)
 	}
+	return replied
 }
 
 func (s *Server) releaseNative(rl *engine.Client, key, token string) (released, freed bool, err error) {
@@ -244,22 +242,18 @@ func (s *Server) releaseNative(rl *engine.Client, key, token string) (released, 
 
 // cmdLockExtend sets the lock's TTL: the new validity in ms, or 0 when the
 // token does not hold it on a quorum.
-func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 4 {
-		wrongArgs(c, "lock.extend")
-		return
-	}
+func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	ms, err := parseInt(args[3])
 	switch {
 	case err != nil:
 		c.WriteError("ERR value is not an integer or out of range")
-		return
+		return replied
 	case ms <= 0 || ms > maxTTLms:
 		c.WriteError("ERR invalid expire time in 'lock.extend' command")
-		return
+		return replied
 	}
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	v, ok, err := s.extendNative(s.eng(st), string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond)
 	switch {
@@ -270,6 +264,7 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	default:
 		c.WriteInt(0)
 	}
+	return replied
 }
 
 func (s *Server) extendNative(rl *engine.Client, key, token string, ttl time.Duration) (time.Duration, bool, error) {
@@ -286,20 +281,16 @@ func (s *Server) extendNative(rl *engine.Client, key, token string, ttl time.Dur
 // "masters", one flat map per master in configuration order: master (its
 // index), token, pttl, fence, holds, counter, voting; a master that did not
 // answer has error instead of the fields after master.
-func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
-	if len(args) != 2 {
-		wrongArgs(c, "lock.info")
-		return
-	}
+func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
-		return
+		return replied
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
 	info, err := s.eng(st).InfoFenced(ctx, string(args[1]))
 	if err != nil {
 		nativeErr(c, err)
-		return
+		return replied
 	}
 	wire.WriteMap(c, 5) // field-value pairs, as HGETALL: an array of them in RESP2
 	c.WriteBulkString("token")
@@ -342,6 +333,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteBulkString("voting")
 		c.WriteInt(b2i(m.Trusted))
 	}
+	return replied
 }
 
 // ms is a duration in ms; the negative codes (-1, -2) stay as they are.

@@ -120,7 +120,7 @@ type pending struct {
 	st    *client
 	args  [][]byte
 	keys  [][]byte // the keys it acts on (of args)
-	h     handler
+	e     *command // its row
 	reply wire.Buf // its reply, written out in request order
 	small [32]byte // reply's first storage: most replies fit
 	// Under session.outMu: how many earlier operations of the connection
@@ -164,7 +164,7 @@ func (s *Server) startOp(ss *session, st *client, args, keys [][]byte) {
 		f.idle = make(chan struct{}, 1)
 	}
 	f.slots <- struct{}{} // blocks while max_inflight run
-	op := &pending{ss: ss, st: st, args: args, keys: keys, h: lookup(args[0]).h}
+	op := &pending{ss: ss, st: st, args: args, keys: keys, e: lookup(args[0])}
 	op.reply.B, op.reply.RESP3 = op.small[:0], ss.wr.RESP3
 	keepInput(ss) // the operation reads its arguments after this batch
 	s.m.PipelinedOps.Inc()
@@ -186,7 +186,7 @@ func (s *Server) runOp(op *pending) {
 				Msg("command handler panicked; closing the client")
 		}
 	}()
-	op.h(s, replyConn{&op.reply}, op.st, op.args)
+	s.serve(op.e, replyConn{&op.reply}, op.st, op.args)
 }
 
 // queueReply queues op behind the replies not yet written, and after the

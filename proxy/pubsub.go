@@ -111,16 +111,12 @@ func (sub *subscription) track(name string, args [][]byte) {
 
 // cmdSubscribe serves SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE of a client that
 // is not subscribed: it opens the client's subscription.
-func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
-	if len(args) < 2 {
-		wrongArgs(c, name)
-		return
-	}
 	ss, ok := c.(*session)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' is not supported here")
-		return
+		return replied
 	}
 	// A small read buffer: an idle subscriber's memory is mostly its
 	// buffers. It holds a reply's header line (the longest a status or
@@ -129,10 +125,11 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
-		return
+		return replied
 	}
 	s.openSub(ss, st, bc)
 	s.subscribed(ss, st, lookup(args[0]), name, args)
+	return replied
 }
 
 // openSub makes bc the client's own connection, relayed (subscriptions,
@@ -331,14 +328,14 @@ func (s *Server) relay(ss *session, sub *subscription) {
 // cmdUnsubscribe serves UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE of a
 // client that is not subscribed, as Redis does: one confirmation per name,
 // or one with no name, each counting 0 subscriptions.
-func cmdUnsubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdUnsubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
 	if len(args) == 1 {
 		c.WriteArray(3)
 		c.WriteBulkString(name)
 		c.WriteNull()
 		c.WriteInt(0)
-		return
+		return replied
 	}
 	for _, a := range args[1:] {
 		c.WriteArray(3)
@@ -346,6 +343,7 @@ func cmdUnsubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		c.WriteBulk(a)
 		c.WriteInt(0)
 	}
+	return replied
 }
 
 // closeSubscription ends a client's subscription when it leaves.

@@ -145,12 +145,14 @@ func sortedSetKeys(name string, args [][]byte) [][]byte {
 // NOQUORUM when that is not known. Any other sorted-set command on a
 // semaphore's permits is refused. Other keys: passed through (blocking
 // ones on the client's own connection).
-func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
+func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	name := strings.ToLower(string(args[0]))
 	key := s.permitKeyOf(name, args)
 	switch {
+	case key == nil && blocking(name):
+		return toOwnConn
 	case key == nil:
-		s.forward(c, st, args, blocking(name))
+		return toBackend
 	case name != "zrem":
 		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' of a semaphore's permits (" + echo(key) + ") would act on one master's copy; a semaphore lives on a quorum of masters: its scripts take and renew permits, ZREM gives them back, EXISTS, PTTL and DEL answer for the whole")
 	case len(args) < 3:
@@ -164,8 +166,9 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) {
 		s.m.Release(n > 0, err, time.Since(start))
 		if err != nil {
 			writeErr(c, err)
-			return
+			return replied
 		}
 		c.WriteInt(n)
 	}
+	return replied
 }

@@ -49,11 +49,12 @@ func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
 	go func() { _ = s.Serve() }()
 	var mu sync.Mutex
 	var kept [][]byte
-	commands["test-keep"] = &command{name: "test-keep", h: func(_ *Server, c redcon.Conn, _ *client, args [][]byte) {
+	commands["test-keep"] = &command{name: "test-keep", h: func(_ *Server, c redcon.Conn, _ *client, args [][]byte) route {
 		mu.Lock()
 		kept = append(kept, args[1])
 		mu.Unlock()
 		c.WriteString("OK")
+		return replied
 	}}
 	defer delete(commands, "test-keep")
 

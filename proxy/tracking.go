@@ -110,14 +110,6 @@ func (s *Server) clientTracking(c redcon.Conn, st *client, args [][]byte) {
 	c.WriteRaw(reply)
 }
 
-// clientOwnConn serves CLIENT CACHING, TRACKINGINFO and GETREDIR of a
-// client with no connection of its own: a pooled backend connection
-// answers them as Redis does for a client that does not track (pooled
-// connections never do).
-func (s *Server) clientOwnConn(c redcon.Conn, st *client, args [][]byte) {
-	s.forward(c, st, args, false)
-}
-
 // ownConnCommand reports whether a command of a RESP3 client with a
 // connection of its own goes there as it is, and keeps the client's MULTI
 // state as the backend will: MULTI, EXEC, DISCARD, WATCH, UNWATCH, CLIENT
