@@ -53,26 +53,16 @@ func nativeCommandOf(name []byte) *nativeCommand {
 	return nil
 }
 
-// rawConn keeps the raw reply the backend sent.
-type rawConn struct {
-	nullConn
-	b   []byte
-	err string
-}
-
-func (c *rawConn) WriteRaw(b []byte)     { c.b = append(c.b, b...) }
-func (c *rawConn) WriteError(msg string) { c.err = msg }
-
 // backendRaw runs args on the backend for st and returns its raw reply,
 // or false after answering c with the error.
 func (s *Server) backendRaw(c redcon.Conn, st *client, args [][]byte) ([]byte, bool) {
-	var rc rawConn
+	var rc wire.Capture
 	s.forward(&rc, st, args, false)
-	if rc.err != "" {
-		c.WriteError(rc.err)
+	if rc.Err != "" {
+		c.WriteError(rc.Err)
 		return nil, false
 	}
-	return rc.b, true
+	return rc.Raw, true
 }
 
 // aggregate splits a raw aggregate reply into its type, length and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -483,7 +484,7 @@ func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	st.multiEnds, st.multiN = nil, 0
 	if st.dirty {
 		if st.pinned != nil {
-			s.forward(nullConn{}, st, [][]byte{[]byte("DISCARD")}, true)
+			s.forward(wire.Discard{}, st, [][]byte{[]byte("DISCARD")}, true)
 		}
 		st.multi, st.dirty = false, false
 		c.WriteError("EXECABORT Transaction discarded because of previous errors.")
@@ -494,10 +495,10 @@ func cmdExec(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		st.multi = false
 		return replied
 	}
-	ec := &execConn{Conn: c}
+	ec := &wire.Tee{Conn: c}
 	s.forward(ec, st, args, true)
 	st.multi = false
-	s.endLocks(st, ends, ec.reply)
+	s.endLocks(st, ends, ec.Last)
 	return replied
 }
 

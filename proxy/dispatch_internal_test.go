@@ -18,7 +18,7 @@ import (
 
 // recordConn is a client connection that records the replies written to it.
 type recordConn struct {
-	nullConn
+	wire.Discard
 	w      *redcon.Writer
 	buf    bytes.Buffer
 	ctx    any

@@ -14,7 +14,8 @@
 //   - RESP framing: package wire (a client connection's framing checks,
 //     limits and writes with deadlines; the parser of a read's commands;
 //     reading backend replies; wire.Buf, the replies the proxy writes, in
-//     RESP2 or RESP3; lazily re-armed deadlines).
+//     RESP2 or RESP3; lazily re-armed deadlines; the stand-ins for a
+//     client connection that discard, capture, buffer or look at a reply).
 //   - The client connection: session.go (the read–run–reply loop), conn.go
 //     (per-client state), auth.go and credentials.go (client AUTH; masters'
 //     and backend's).
@@ -29,8 +30,7 @@
 //     read, replies in request order, same-key order).
 //   - Lock commands on the quorum: lockcmds.go (SET NX and its forms, GET,
 //     PTTL, EXISTS, DEL, EXPIRE… of lock keys), set.go (parsing SET),
-//     opctx.go (their contexts), errors.go (Go errors to RESP replies),
-//     nullconn.go (for commands whose replies the client must not see).
+//     opctx.go (their contexts), errors.go (Go errors to RESP replies).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
 //     digests, the script cache, the libraries' scripts and [[scripts]],
 //     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -237,7 +238,7 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 		// One PUBLISH on the backend, where the lock's waiters subscribe;
 		// its reply is not the client's. (A failure is logged; the waiters
 		// fall back on their own timeouts.)
-		s.forward(nullConn{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.Message(key, token))}, false)
+		s.forward(wire.Discard{}, st, [][]byte{[]byte("PUBLISH"), []byte(channel), []byte(spec.Message(key, token))}, false)
 	})
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -21,17 +22,6 @@ import (
 // TTL ends; so do locks taken while the flush runs. A user with locks =
 // false ends none.
 
-// flushConn passes a flush's reply on and notes whether it flushed.
-type flushConn struct {
-	redcon.Conn
-	ok bool
-}
-
-func (f *flushConn) WriteRaw(b []byte) {
-	f.ok = len(b) > 0 && b[0] == '+'
-	f.Conn.WriteRaw(b)
-}
-
 // flushWithLocks runs FLUSHDB or FLUSHALL (args) on the backend, then
 // ends the locks whose mirrors it erased.
 func (s *Server) flushWithLocks(c redcon.Conn, st *client, args [][]byte, all bool) {
@@ -49,9 +39,9 @@ func (s *Server) flushWithLocks(c redcon.Conn, st *client, args [][]byte, all bo
 			found = append(found, mirrored{v, m})
 		}
 	}
-	fc := &flushConn{Conn: c}
+	fc := &wire.Tee{Conn: c}
 	s.forward(fc, st, args, false)
-	if !fc.ok {
+	if len(fc.Last) == 0 || fc.Last[0] != '+' { // not flushed
 		return
 	}
 	ended := 0

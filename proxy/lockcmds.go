@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -254,13 +255,20 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // that are not lock keys.
 func (s *Server) addPassthroughCount(c redcon.Conn, st *client, cmd []byte, rest [][]byte, n int64) {
 	if len(rest) > 0 {
-		var cc countConn
+		var cc wire.Capture
 		s.forward(&cc, st, append([][]byte{cmd}, rest...), false)
-		if cc.err != "" {
-			c.WriteError(cc.err)
+		b := cc.Raw
+		switch {
+		case cc.Err != "":
+			c.WriteError(cc.Err)
 			return
+		case len(b) > 3 && b[0] == '-':
+			c.WriteError(string(b[1 : len(b)-2]))
+			return
+		case len(b) > 3 && b[0] == ':':
+			m, _ := parseInt(b[1 : len(b)-2])
+			n += m
 		}
-		n += cc.n
 	}
 	c.WriteInt64(n)
 }
@@ -676,21 +684,3 @@ func (s *Server) broadcastOnes(st *client, w *engine.TTLWrite, args ...[]byte) (
 	}
 	return false, ones, s.eng(st).NoQuorum(ones+zeros, key)
 }
-
-// countConn captures an integer reply of a forwarded command.
-type countConn struct {
-	nullConn
-	n   int64
-	err string
-}
-
-func (c *countConn) WriteRaw(b []byte) {
-	switch {
-	case len(b) > 3 && b[0] == ':':
-		c.n, _ = parseInt(b[1 : len(b)-2])
-	case len(b) > 3 && b[0] == '-':
-		c.err = string(b[1 : len(b)-2])
-	}
-}
-
-func (c *countConn) WriteError(msg string) { c.err = msg }

@@ -282,17 +282,6 @@ func (s *Server) deleteLocks(st *client, keys []string) {
 	}
 }
 
-// execConn passes EXEC's reply on and keeps a copy of it.
-type execConn struct {
-	redcon.Conn
-	reply []byte
-}
-
-func (e *execConn) WriteRaw(b []byte) {
-	e.reply = append(e.reply[:0], b...)
-	e.Conn.WriteRaw(b)
-}
-
 // mixedData reports whether a command of the proxy's table is a data
 // command on a lock key where the backend holds data beside the locks:
 // writes that take no lock (SET without NX, SETEX, PSETEX, GETEX) run on
@@ -435,21 +424,11 @@ func cmdRename(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.mixed() || len(args) != 3 || !s.isLockKey(args[1]) && !s.isLockKey(args[2]) {
 		return toBackend
 	}
-	ec := &renameConn{Conn: c}
+	ec := &wire.Tee{Conn: c}
 	s.forward(ec, st, args, false)
-	if ec.renamed && s.mayLock(st) {
+	renamed := bytes.HasPrefix(ec.Last, []byte("+OK")) || bytes.HasPrefix(ec.Last, []byte(":1"))
+	if renamed && s.mayLock(st) {
 		s.deleteLocks(st, []string{string(args[1]), string(args[2])})
 	}
 	return replied
-}
-
-// renameConn passes RENAME's reply on and notes whether it renamed.
-type renameConn struct {
-	redcon.Conn
-	renamed bool
-}
-
-func (r *renameConn) WriteRaw(b []byte) {
-	r.renamed = bytes.HasPrefix(b, []byte("+OK")) || bytes.HasPrefix(b, []byte(":1"))
-	r.Conn.WriteRaw(b)
 }

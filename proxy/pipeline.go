@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"hash/maphash"
-	"net"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -186,7 +185,7 @@ func (s *Server) runOp(op *pending) {
 				Msg("command handler panicked; closing the client")
 		}
 	}()
-	s.serve(op.e, replyConn{&op.reply}, op.st, op.args)
+	s.serve(op.e, wire.BufConn{W: &op.reply}, op.st, op.args)
 }
 
 // queueReply queues op behind the replies not yet written, and after the
@@ -358,32 +357,3 @@ func (p *opRunners) runner(op *pending) {
 		}
 	}
 }
-
-// replyConn is what a lock operation in flight writes its reply to: a
-// buffer, which is written out in request order.
-type replyConn struct{ w *wire.Buf }
-
-var _ redcon.Conn = replyConn{}
-
-func (r replyConn) WriteError(msg string)        { r.w.WriteError(msg) }
-func (r replyConn) WriteString(str string)       { r.w.WriteString(str) }
-func (r replyConn) WriteBulk(bulk []byte)        { r.w.WriteBulk(bulk) }
-func (r replyConn) WriteBulkString(bulk string)  { r.w.WriteBulkString(bulk) }
-func (r replyConn) WriteInt(num int)             { r.w.WriteInt(num) }
-func (r replyConn) WriteInt64(num int64)         { r.w.WriteInt64(num) }
-func (r replyConn) WriteUint64(num uint64)       { r.w.WriteUint64(num) }
-func (r replyConn) WriteArray(count int)         { r.w.WriteArray(count) }
-func (r replyConn) WriteNull()                   { r.w.WriteNull() }
-func (r replyConn) WriteMap(pairs int)           { r.w.WriteMap(pairs) }
-func (r replyConn) WriteVerbatim(s string)       { r.w.WriteVerbatim(s) }
-func (r replyConn) WriteRaw(data []byte)         { r.w.WriteRaw(data) }
-func (r replyConn) WriteAny(v any)               { r.w.WriteAny(v) }
-func (replyConn) RemoteAddr() string             { return "" }
-func (replyConn) Close() error                   { return nil }
-func (replyConn) Context() any                   { return nil }
-func (replyConn) SetContext(any)                 {}
-func (replyConn) SetReadBuffer(int)              {}
-func (replyConn) Detach() redcon.DetachedConn    { return nil }
-func (replyConn) ReadPipeline() []redcon.Command { return nil }
-func (replyConn) PeekPipeline() []redcon.Command { return nil }
-func (replyConn) NetConn() net.Conn              { return nil }

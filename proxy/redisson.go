@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -99,7 +100,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 			writeErr(c, err)
 		case deleted:
 			msg, _ := arg(argv, 0)
-			s.forward(nullConn{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
+			s.forward(wire.Discard{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
 			c.WriteInt(1)
 		default:
 			c.WriteInt(0)
@@ -184,7 +185,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	}
 	if out == 1 {
 		msg, _ := arg(argv, 0)
-		s.forward(nullConn{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
+		s.forward(wire.Discard{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
 	}
 	c.WriteInt64(out)
 }
