@@ -140,6 +140,22 @@ type results struct {
 func (r *results) add(key string, v float64) { r.vals[key] = append(r.vals[key], v) }
 func (r *results) med(key string) float64    { return median(r.vals[key]) }
 func (r *results) has(key string) bool       { return len(r.vals[key]) > 0 }
+
+// addRates records every rate of a sized run as <key>.<target>.<test>,
+// and with p99 its p99 latency as <key>.<target>.<test>.p99.
+func (r *results) addRates(key string, got map[string]map[string][]rbResult, p99 bool) {
+	for name, tests := range got {
+		for test, vs := range tests {
+			for _, v := range vs {
+				r.add(key+"."+name+"."+test, v.rps)
+				if p99 {
+					r.add(key+"."+name+"."+test+".p99", v.p99ms)
+				}
+			}
+		}
+	}
+}
+
 func (r *results) problem(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	progress("PROBLEM: %s", msg)
@@ -670,25 +686,12 @@ func (b *bench) passthroughRow() {
 	got, ok := b.sized("passthrough -P 16", "pt16", []*proc{pp, twem, single}, []string{"proxy", "twemproxy", "direct"}, 2, []string{single.addr}, nil,
 		"-c", c, "-P", "16", "-t", "get,set")
 	if ok {
-		for name, tests := range got {
-			for test, vs := range tests {
-				for _, v := range vs {
-					r.add("pt16."+name+"."+test, v.rps)
-				}
-			}
-		}
+		r.addRates("pt16", got, false)
 	}
 	got, ok = b.sized("passthrough -P 1", "pt1", []*proc{pp, single, twem}, []string{"proxy", "direct", "twemproxy"}, 2, []string{single.addr}, nil,
 		"-c", c, "-P", "1", "-t", "get,set")
 	if ok {
-		for name, tests := range got {
-			for test, vs := range tests {
-				for _, v := range vs {
-					r.add("pt1."+name+"."+test, v.rps)
-					r.add("pt1."+name+"."+test+".p99", v.p99ms)
-				}
-			}
-		}
+		r.addRates("pt1", got, true)
 	}
 	r.notes = append(r.notes, "passthrough proxy: lock_keys = [\"lock:*\"], backend = the single Redis, so redis-benchmark's key:… keys pass through; twemproxy: nutcracker with one server, server_connections 1 (its default), preconnect")
 }
@@ -705,16 +708,8 @@ func (b *bench) dataRow() {
 		key := "data" + pl
 		got, ok := b.sized("data -P "+pl, key, []*proc{pm, pp, twem, single}, []string{"mixed", "prefix", "twemproxy", "direct"}, 3, []string{single.addr}, nil,
 			"-c", c, "-P", pl, "-r", "1000", "-t", "set,get,incr")
-		if !ok {
-			continue
-		}
-		for name, tests := range got {
-			for test, vs := range tests {
-				for _, v := range vs {
-					r.add(key+"."+name+"."+test, v.rps)
-					r.add(key+"."+name+"."+test+".p99", v.p99ms)
-				}
-			}
+		if ok {
+			r.addRates(key, got, true)
 		}
 	}
 	r.notes = append(r.notes, "row 9: mixed proxy: backend = the single Redis, lock_keys = [\"*\"] (as scripts/run.sh starts it: every key may be a lock; GET asks the backend first, SET without NX and INCR pass through); prefix proxy: the same backend with lock_keys = [\"lock:*\"], so redis-benchmark's key:… and counter:… keys are no lock keys; twemproxy and Redis direct as in row 4")
