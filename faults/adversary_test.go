@@ -115,7 +115,7 @@ func newAdversary(w *world, spec adversarySpec) *adversary {
 
 // commandTable reads COMMAND of a master, subcommands included, and adds
 // the proxy's own commands (every other name in the proxy's table,
-// proxy/commands.go, is a Redis command).
+// proxy/table.go, is a Redis command).
 func commandTable(t interface{ Fatalf(string, ...any) }, addr string) []cmdInfo {
 	rs, err := sendRaw(addr, [][]string{{"command"}}, 5*time.Second)
 	if err != nil || len(rs) != 1 {

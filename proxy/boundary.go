@@ -211,7 +211,7 @@ func (s *Server) lockKeyRefusal(e *command, args [][]byte) string {
 		return "" // the proxy's own commands, and those of the quorum
 	}
 	if e != nil && e.has(fHash) && len(args) == 3 && redissonHolder.Match(args[2]) {
-		return "" // hashcmds.go
+		return "" // redissonhash.go
 	}
 	if e != nil && e.has(fSorted) && s.permitKeyOf(e.name, args) != nil {
 		return "" // a semaphore's permits: semaphore.go serves or refuses it

@@ -10,32 +10,32 @@
 // (docs/architecture.md draws the path):
 //
 //   - Listener and lifecycle: server.go (Listen, Serve, accept, dispatch,
-//     Close), config.go, reload.go (SIGHUP), guards.go.
+//     Close), config.go, reload.go (SIGHUP), guardsoff.go (the guards tests switch off).
 //   - RESP framing: package wire (a client connection's framing checks,
 //     limits and writes with deadlines; the parser of a read's commands;
 //     reading backend replies; wire.Buf, the replies the proxy writes, in
 //     RESP2 or RESP3; lazily re-armed deadlines; the stand-ins for a
 //     client connection that discard, capture, buffer or look at a reply).
-//   - The client connection: session.go (the read–run–reply loop), conn.go
+//   - The client connection: session.go (the read–run–reply loop), client.go
 //     (per-client state), auth.go and credentials.go (client AUTH; masters'
 //     and backend's).
 //   - Classification and dispatch: table.go (the command table: a row per
 //     command with its arity, key positions, where it is served and what
 //     kind of command it is; serve, which checks the arity and routes from
 //     the row, its handler answering or naming where the command goes),
-//     commands.go (handle: AUTH gate, MULTI, subscribed clients, plain
-//     passthrough, pipelined lock operations), basic.go (PING, HELLO, CLIENT, SELECT, RESET…),
+//     dispatch.go (handle: AUTH gate, MULTI, subscribed clients, plain
+//     passthrough, pipelined lock operations; forwarding to the backend), conncmds.go (PING, HELLO, CLIENT, SELECT, RESET…),
 //     info.go, admincmds.go (commands refused on a voting backend).
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).
-//   - Lock commands on the quorum: lockcmds.go (SET NX and its forms, GET,
-//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), set.go (parsing SET),
-//     opctx.go (their contexts), errors.go (Go errors to RESP replies).
+//   - Lock commands on the quorum: quorumcmds.go (SET NX and its forms, GET,
+//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), setoptions.go (parsing SET),
+//     deadlinectx.go (their contexts, opContext), errors.go (Go errors to RESP replies).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
 //     digests, the script cache, the libraries' scripts and [[scripts]],
 //     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),
 //     with rwlock.go (Symfony's read/write locks), redisson.go (Redisson's
-//     RLock, a hash lock), hashcmds.go (Redisson's hash reads) and
+//     RLock, a hash lock), redissonhash.go (Redisson's hash reads) and
 //     semaphore.go (redis-semaphore's counting semaphores, and the
 //     sorted-set commands on their keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -14,14 +13,6 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
-
-// opContext bounds one quorum operation: every master has the node timeout,
-// retries add their delays; this is a backstop against a hang.
-func (s *Server) opContext() (context.Context, context.CancelFunc) {
-	r := s.cfg.Redlock
-	d := r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
-	return newDeadlineCtx(d)
-}
 
 func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	o, msg := parseSet(args)

@@ -63,7 +63,7 @@ const (
 	// a key is a semaphore's permits (semaphore.go).
 	fSorted
 	// fHash: HGET and HEXISTS, which read Redisson's hash locks of a
-	// holder's field (hashcmds.go).
+	// holder's field (redissonhash.go).
 	fHash
 	// fReleases: the handler is done with its arguments when it returns
 	// (it copies what it keeps, as strings), so like plain passthrough it
@@ -161,7 +161,7 @@ func scriptRow(name string, arity int, h handler) command {
 // table is the command table. Commands not in it pass through to the
 // backend, after the boundary's checks.
 var table = []command{
-	// On a lock key, the quorum (lockcmds.go, eval.go, nativecmds.go).
+	// On a lock key, the quorum (quorumcmds.go, eval.go, nativecmds.go).
 	quorumRow("set", -3, key1, fKey1|fWrite|fPassGetSet|fReleases, cmdSet),
 	quorumRow("setnx", 3, key1, fKey1|fWrite|fReleases, cmdSetNX),
 	quorumRow("get", 2, key1, fKey1|fRead|fPassGetSet, cmdGet),
@@ -189,13 +189,13 @@ var table = []command{
 	quorumRow("lock.release", 3, key1, fWrite, cmdLockRelease),
 	quorumRow("lock.extend", 4, key1, fWrite, cmdLockExtend),
 	quorumRow("lock.info", 2, key1, fRead, cmdLockInfo),
-	// Of a Redisson holder's field of a lock key, the quorum (hashcmds.go).
+	// Of a Redisson holder's field of a lock key, the quorum (redissonhash.go).
 	{name: "hget", where: onQuorum, flags: fRead | fPassGetSet | fBackendKeys | fHash, h: cmdHashRead},
 	{name: "hexists", where: onQuorum, flags: fRead | fPassGetSet | fBackendKeys | fHash, h: cmdHashRead},
 	// The script cache (eval.go).
 	{name: "script", arity: -2, where: onQuorum, h: cmdScript},
 
-	// Answered by the proxy (basic.go, clients.go, info.go, commandcmd.go).
+	// Answered by the proxy (conncmds.go, clients.go, info.go, commandcmd.go).
 	{name: "ping", arity: -1, where: answered, h: cmdPing},
 	{name: "echo", arity: 2, where: answered, h: cmdEcho},
 	{name: "quit", where: answered, flags: fConnState, h: cmdQuit},
