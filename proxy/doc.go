@@ -10,27 +10,33 @@
 // (docs/architecture.md draws the path):
 //
 //   - Listener and lifecycle: server.go (Listen, Serve, accept, dispatch,
-//     Close), config.go, reload.go (SIGHUP), guardsoff.go (the guards tests switch off).
+//     Close), config.go, reload.go (SIGHUP), guardsoff.go (the guards
+//     tests switch off).
 //   - RESP framing: package wire (a client connection's framing checks,
 //     limits and writes with deadlines; the parser of a read's commands;
 //     reading backend replies; wire.Buf, the replies the proxy writes, in
 //     RESP2 or RESP3; lazily re-armed deadlines; the stand-ins for a
 //     client connection that discard, capture, buffer or look at a reply).
-//   - The client connection: session.go (the read–run–reply loop), client.go
-//     (per-client state), auth.go and credentials.go (client AUTH; masters'
-//     and backend's).
+//   - The client connection: session.go (the read–run–reply loop),
+//     client.go (per-client state), auth.go and credentials.go (client
+//     AUTH; masters' and backend's), databases.go (SELECT).
 //   - Classification and dispatch: table.go (the command table: a row per
 //     command with its arity, key positions, where it is served and what
 //     kind of command it is; serve, which checks the arity and routes from
 //     the row, its handler answering or naming where the command goes),
 //     dispatch.go (handle: AUTH gate, MULTI, subscribed clients, plain
-//     passthrough, pipelined lock operations; forwarding to the backend), conncmds.go (PING, HELLO, CLIENT, SELECT, RESET…),
-//     info.go, admincmds.go (commands refused on a voting backend).
+//     passthrough, pipelined lock operations; forwarding to the backend).
+//   - Answered by the proxy: conncmds.go (PING, HELLO, CLIENT, SELECT,
+//     RESET…), clients.go (CLIENT LIST, INFO, KILL), info.go,
+//     commandcmd.go (COMMAND, with the proxy's own commands added),
+//     admincmds.go (commands refused on a voting backend).
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).
 //   - Lock commands on the quorum: quorumcmds.go (SET NX and its forms, GET,
-//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), setoptions.go (parsing SET),
-//     deadlinectx.go (their contexts, opContext), errors.go (Go errors to RESP replies).
+//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), setoptions.go (parsing
+//     SET), deadlinectx.go (their contexts, opContext), payload.go (the
+//     bound on what a lock operation carries), errors.go (Go errors to
+//     RESP replies).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
 //     digests, the script cache, the libraries' scripts and [[scripts]],
 //     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),
@@ -43,10 +49,17 @@
 //   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
 //     and RESP3), mux.go (the shared connection plain commands travel on),
 //     pubsub.go (a subscribed client's connection and its relay),
-//     tracking.go (client-side caching).
+//     tracking.go (client-side caching), keyspace.go (SCAN, KEYS, DBSIZE
+//     with the locks the backend has no key for); a Redis Cluster as the
+//     backend: cluster.go (the slot map), clusterroute.go (one command's
+//     node), clustertx.go (transactions, WATCH, blocking commands).
+//   - Data beside locks (a backend of its own and every key a lock key):
+//     mixed.go (locks mirrored into the backend's keyspace), flush.go
+//     (FLUSHDB and FLUSHALL end the locks whose mirrors they erased).
 //   - The boundary between lock state and everything else: boundary.go
 //     (what may reach the backend, the proxy's reserved records, scripts
-//     the proxy does not know), keyspecs.go (where a command's keys are).
+//     the proxy does not know), keyspecs.go (where a command's keys are),
+//     glob.go (Redis's glob patterns: proxy.lock_keys, users' keys).
 //   - Admin surfaces: package admin (metrics, health, status page), given
 //     an admin.Source; server.go serves its handler.
 //
