@@ -33,8 +33,9 @@
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).
 //   - Lock commands on the quorum: quorumcmds.go (SET NX and its forms, GET,
-//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), setoptions.go (parsing
-//     SET), deadlinectx.go (their contexts, opContext), payload.go (the
+//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), broadcast.go (a command
+//     sent to every master, the answer a quorum gave), setoptions.go
+//     (parsing SET), deadlinectx.go (their contexts, opContext), payload.go (the
 //     bound on what a lock operation carries), errors.go (Go errors to
 //     RESP replies).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
