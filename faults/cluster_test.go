@@ -3,8 +3,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +52,9 @@ import (
 //     them (IMPORTING, MIGRATING, a pause in which clients meet ASK, the
 //     keys MIGRATEd with their TTLs, SETSLOT NODE): the locks move with
 //     their slot, and the restart guard follows a slot off a guarded shard;
+//   - wipe-reshard: shard-wipe, and at once the slot of a lock key it
+//     served moves to another shard (whose vote on it the guard must
+//     withhold as the wiped shard's);
 //   - proxy-restart.
 //
 // A restarted node keeps its nodes.conf: a node that loses it comes back
@@ -58,12 +63,12 @@ import (
 // behind the same identity.
 //
 // The short form runs in CI (20 s of faults, after the clusters are made);
-// the long one: bash scripts/faults.sh cluster 5m [seed].
+// the long one: bash scripts/faults.sh cluster 5m [seed] [weights].
 
 // clusterSchedule is the cluster history's schedule.
 var clusterSchedule = schedule{
 	name: "cluster",
-	faults: map[string]int{"shard-wipe": 3, "shard-restart": 1, "shard-stall": 2, "shard-failover": 2,
+	faults: map[string]int{"shard-wipe": 3, "wipe-reshard": 1, "shard-restart": 1, "shard-stall": 2, "shard-failover": 2,
 		"shard-failover-pause": 1, "reshard": 3, "proxy-restart": 1},
 	ops:       map[string]int{"set-nx": 12, "native": 6, "lease": 4, "pipelined": 4, "redisson": 2},
 	backend:   "own",
@@ -226,6 +231,27 @@ func (cw *clusterWorld) fault(rng *rand.Rand, kind string) {
 		sh.Primary.WipeData()
 		release()
 		w.h.fault("voter %d's shard primary %d is back, empty; voter %d's held-back writes dropped", i, s, k)
+	case "wipe-reshard":
+		// A lock key's shard loses its data, and at once the key's slot
+		// moves to another shard: the restart guard must follow the slot.
+		key := w.keys[rng.Intn(len(w.keys))]
+		slot := engine.KeySlot(key)
+		from := slices.IndexFunc(shards, func(s redistest.Shard) bool { return s.Serves(slot) })
+		if from < 0 || len(shards) < 2 {
+			w.h.fault("voter %d: no shard serves slot %d", i, slot)
+			return
+		}
+		to := (from + 1 + rng.Intn(len(shards)-1)) % len(shards)
+		fp, tp := shards[from].Primary, shards[to].Primary
+		d := randDur(rng, 300*time.Millisecond, 900*time.Millisecond)
+		w.h.fault("voter %d's writes held back for %s, then voter %d's shard primary %d (slot %d of %s) restarts with its data lost, and the slot moves to node %d",
+			k, d, i, slices.Index(cl.Nodes, fp), slot, key, slices.Index(cl.Nodes, tp))
+		release := cw.holdVoter(k)
+		time.Sleep(d)
+		fp.WipeData()
+		release()
+		moved, err := cl.MoveSlot(slot, fp, tp, randDur(rng, 0, 200*time.Millisecond))
+		w.h.fault("voter %d: slot %d moved off the wiped shard primary: %d keys, %v", i, slot, moved, err)
 	case "shard-restart":
 		w.h.fault("voter %d's shard primary %d restarts, keeping its data", i, s)
 		sh.Primary.Restart()
@@ -361,9 +387,22 @@ func TestHistoryCluster(t *testing.T) {
 	if d == 0 {
 		d = 20 * time.Second
 	}
+	sch := clusterSchedule
+	if *historyFaults != "" {
+		sch.faults = maps.Clone(sch.faults)
+		for _, kw := range strings.Split(*historyFaults, ",") {
+			k, v, _ := strings.Cut(kw, "=")
+			n, err := strconv.Atoi(v)
+			if _, ok := sch.faults[k]; !ok || err != nil || n < 0 {
+				t.Fatalf("-history.faults: %q is not kind=weight of a fault of the cluster schedule", kw)
+			}
+			sch.faults[k] = n
+		}
+		t.Logf("fault weights: %v", sch.faults)
+	}
 	sd := seed(t)
 	t.Logf("this one again: bash scripts/faults.sh cluster <duration> %d", sd)
-	cw := newClusterWorld(t, clusterSchedule, sd)
+	cw := newClusterWorld(t, sch, sd)
 	v := cw.run(d, false)
 	cw.report(v)
 	for _, s := range v {
@@ -393,6 +432,10 @@ func TestHistoryClusterControls(t *testing.T) {
 			ops: map[string]int{"set-nx": 1}, longExtends: true},
 		// A shard's replica, older than the window, takes over without the
 		// last locks: the promotion guard keeps it from voting on them.
+		// A slot moves off a shard that lost its data: its new owner
+		// does not vote on it while the old owner is guarded.
+		{name: "cluster_slot_follow_off", guardsOff: []string{"slot-follow"}, faults: map[string]int{"wipe-reshard": 1},
+			ops: map[string]int{"set-nx": 1}, longExtends: true},
 		{name: "cluster_promotion_off", guardsOff: []string{"promotion"}, faults: map[string]int{"shard-failover": 1}, ops: base},
 	} {
 		t.Run(sch.name, func(t *testing.T) {

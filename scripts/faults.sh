@@ -16,7 +16,7 @@
 # (faults/cluster_test.go: shard primaries wiped, failed over to their
 # replicas, slots migrated):
 #
-#   bash scripts/faults.sh cluster [duration] [seed]   # e.g. 5m
+#   bash scripts/faults.sh cluster [duration] [seed] [weights]   # e.g. 5m 0 wipe-reshard=4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh >/dev/null
@@ -24,7 +24,8 @@ export PATH="$PATH:/usr/local/go/bin"
 if [ "${1:-}" = cluster ]; then
 	duration="${2:-5m}"
 	seed="${3:-0}"
-	exec go test ./faults -run '^TestHistoryCluster$' -count=1 -timeout 0 -v -args -history.duration="$duration" -history.seed="$seed"
+	weights="${4:-}"
+	exec go test ./faults -run '^TestHistoryCluster$' -count=1 -timeout 0 -v -args -history.duration="$duration" -history.seed="$seed" -history.faults="$weights"
 fi
 duration="${1:-10m}"
 seed="${2:-0}"
