@@ -62,7 +62,7 @@ import (
 // of the voter but of its operator; what this tests is the data lost
 // behind the same identity.
 //
-// The short form runs in CI (20 s of faults, after the clusters are made);
+// The short form runs in CI (15 s of faults, after the clusters are made);
 // the long one: bash scripts/faults.sh cluster 5m [seed] [weights].
 
 // clusterSchedule is the cluster history's schedule.
@@ -376,7 +376,7 @@ func (cw *clusterWorld) reshard(rng *rand.Rand, i int, shards []redistest.Shard)
 	}
 }
 
-// TestHistoryCluster plays the cluster schedule (20 s of faults;
+// TestHistoryCluster plays the cluster schedule (15 s of faults;
 // -history.duration for longer) and fails on any two holders of a lock at
 // once.
 func TestHistoryCluster(t *testing.T) {
@@ -385,7 +385,7 @@ func TestHistoryCluster(t *testing.T) {
 	}
 	d := *historyDuration
 	if d == 0 {
-		d = 20 * time.Second
+		d = 15 * time.Second
 	}
 	sch := clusterSchedule
 	if *historyFaults != "" {
