@@ -92,6 +92,13 @@ func TestSentinelBackendThroughFailover(t *testing.T) {
 	ctx := context.Background()
 	first := g.Servers[0]
 
+	// A client of database 1 (its own pools, databases.go), written
+	// before the writes the replica is waited for below.
+	c1 := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, DB: 1})
+	defer c1.Close()
+	if err := c1.Set(ctx, "in-db1", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	const n = 50
 	for i := range n {
 		if err := c.Set(ctx, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i), 0).Err(); err != nil {
@@ -183,9 +190,8 @@ func TestSentinelBackendThroughFailover(t *testing.T) {
 		}
 	}
 	pipe := c.Pipeline()
-	for i := range 40 { // more than one shared batch: a connection of its own
+	for range 40 { // more than one shared batch: a connection of its own
 		pipe.Incr(ctx, "counter")
-		_ = i
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("a pipeline after the failover: %v", err)
@@ -196,6 +202,14 @@ func TestSentinelBackendThroughFailover(t *testing.T) {
 	within(t, 20*time.Second, "a RESP3 write after the failover", func() bool { return c3.Set(ctx, "after3", "yes", 0).Err() == nil })
 	if v := getOn(next, "after3"); v != "yes" {
 		t.Fatalf("a RESP3 write is not on the new primary: %q", v)
+	}
+	within(t, 20*time.Second, "a write in database 1 after the failover", func() bool { return c1.Set(ctx, "in-db1-after", "1", 0).Err() == nil })
+	next1 := redis.NewClient(&redis.Options{Addr: next.Addr, DB: 1})
+	defer next1.Close()
+	for _, k := range []string{"in-db1", "in-db1-after"} {
+		if v, _ := next1.Get(ctx, k).Result(); v != "1" {
+			t.Fatalf("%s in database 1 of the new primary = %q", k, v)
+		}
 	}
 	// The transaction and WATCH work again, on the new primary.
 	if _, err := watcher.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -292,5 +306,42 @@ func TestSentinelVotingBackend(t *testing.T) {
 	}
 	if err := c.Incr(ctx, "lock:v").Err(); err == nil || !strings.Contains(err.Error(), "not served by the quorum") {
 		t.Fatalf("INCR of a lock key after the failover = %v, want it refused", err)
+	}
+}
+
+// TestSentinelBackendBinary runs the proxy binary with the backend given
+// as a Sentinel group by REDLOCK_PROXY_BACKEND (the -backend flag's
+// variable), every key a lock key (mixed mode, as scripts/run.sh runs
+// it): data and the lock's mirror land on the group's primary, and after
+// SENTINEL FAILOVER on the promoted one.
+func TestSentinelBackendBinary(t *testing.T) {
+	g := redistest.StartSentinels(t, "app-bin")
+	masters := redistest.StartN(t, 3)
+	p := redistest.StartProxy(t, proxyBinary(t), func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\nbackend = \"127.0.0.1:1\"\n[redlock]\nmasters = [%s]\nrestart_guard = false\nnode_timeout = \"200ms\"\n[log]\nlevel = \"warn\"\n",
+			listen, redistest.Quote(redistest.Addrs(masters)))
+	}, redistest.WithEnv("REDLOCK_PROXY_BACKEND="+g.URL()))
+	c := p.Client()
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "data", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.SetNX(ctx, "lock", "tok", time.Minute).Result(); err != nil || !ok {
+		t.Fatalf("SET NX = %v, %v", ok, err)
+	}
+	if getOn(g.Servers[0], "data") != "1" || getOn(g.Servers[0], "lock") != "tok" {
+		t.Fatal("the data or the lock's mirror is not on the group's primary")
+	}
+	within(t, 20*time.Second, "the replica has the writes", func() bool { return getOn(g.Servers[1], "lock") == "tok" })
+	_, next := g.Failover()
+	within(t, 20*time.Second, "a write through the proxy after the failover", func() bool {
+		return c.Set(ctx, "after", "1", 0).Err() == nil && getOn(next, "after") == "1"
+	})
+	if v, err := c.Get(ctx, "data").Result(); err != nil || v != "1" {
+		t.Fatalf("GET data after the failover = %q, %v", v, err)
+	}
+	if ok, err := c.SetNX(ctx, "lock", "other", time.Minute).Result(); err != nil || ok {
+		t.Fatalf("SET NX of a held lock after the backend's failover = %v, %v", ok, err)
 	}
 }
