@@ -55,10 +55,17 @@ func newSentinelBackend(group string, be *backend, every time.Duration, logf fun
 	if every <= 0 {
 		every = time.Second
 	}
-	f, err := engine.FollowSentinels(group, engine.FollowOptions{
-		Every: every, Timeout: max(be.timeout, time.Second), TLS: be.tls, Dialer: be.dialAddr,
+	o := engine.FollowOptions{
+		Every: every, Timeout: max(be.timeout, time.Second), TLS: be.tls,
 		Who: "proxy: backend " + engine.Redact(group), Logf: logf,
-	})
+	}
+	if be.tls == nil {
+		// Plain TCP, read and written by package sock. With TLS the
+		// follower dials, and its TLS is outside the connection it
+		// tracks, where peek finds the socket.
+		o.Dialer = be.dialAddr
+	}
+	f, err := engine.FollowSentinels(group, o)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.backend: %w", err)
 	}
