@@ -157,7 +157,7 @@ func backendLabel(addr string) string {
 	return addr
 }
 
-// sentinelStatus is the backend's Sentinel group as the follower sees it;
+// backendSentinel is the backend's Sentinel group as the follower sees it;
 // nil for a backend that is not one.
 func (s *Server) backendSentinel() *engine.SentinelStatus {
 	if s.be.follow == nil {
