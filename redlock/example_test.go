@@ -3,9 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -22,29 +20,10 @@ import (
 var masters []string
 
 func TestMain(m *testing.M) {
-	servers, stop, err := redistest.StartServers(3, redistest.Durable...)
-	switch {
-	case errors.Is(err, redistest.ErrNoServer) && os.Getenv("CI") != "true":
-		// The tests skip themselves; the examples cannot.
-		flag.Parse()
-		if flag.Lookup("test.skip").Value.String() == "" {
-			_ = flag.Set("test.skip", "^Example")
-		}
-		fmt.Fprintln(os.Stderr, "redis-server not installed: the examples are skipped")
-		os.Exit(m.Run())
-	case err != nil:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	masters = redistest.Addrs(servers)
-	if err := declare(masters); err != nil {
-		stop()
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	redistest.MainWithServers(m, 3, redistest.Durable, func(addrs []string) error {
+		masters = addrs
+		return declare(addrs)
+	})
 }
 
 // declare declares the masters at addrs a new deployment.

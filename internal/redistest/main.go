@@ -2,11 +2,13 @@ package redistest
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"testing"
 )
 
 // ErrNoServer is StartServers' error when redis-server is not installed.
@@ -68,4 +70,35 @@ func startDetached(extra []string) (*Server, error) {
 			return s, fmt.Errorf("redistest: %w", err)
 		}
 	}
+}
+
+// MainWithServers is a TestMain body for examples that need n servers
+// (extra: their config directives) running before any of them: it starts
+// them, calls setup with their addresses (for the examples to read, and
+// whatever the masters need first), runs the tests, stops the servers and
+// exits. Without redis-server it fails under CI=true; otherwise the
+// examples, which cannot skip themselves, are skipped (-skip ^Example)
+// and the tests, which skip themselves, run.
+func MainWithServers(m *testing.M, n int, extra []string, setup func(addrs []string) error) {
+	servers, stop, err := StartServers(n, extra...)
+	switch {
+	case errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true":
+		flag.Parse()
+		if flag.Lookup("test.skip").Value.String() == "" {
+			_ = flag.Set("test.skip", "^Example")
+		}
+		fmt.Fprintln(os.Stderr, "redis-server not installed: the examples are skipped")
+		os.Exit(m.Run())
+	case err != nil:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := setup(Addrs(servers)); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
 }
