@@ -293,22 +293,17 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Proxy.Backend != "" {
 		if engine.IsSentinelAddr(c.Proxy.Backend) {
-			return errors.New("proxy.backend: a Sentinel group cannot be the backend; give the address of a Redis (host:port)")
-		}
-		if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
+			// Its connections follow the group's primary (sentinelbackend.go).
+			if _, err := engine.ParseSentinelAddr(c.Proxy.Backend); err != nil {
+				return fmt.Errorf("proxy.backend: %w", err)
+			}
+		} else if err := checkAddr("proxy.backend", c.Proxy.Backend); err != nil {
 			return err
 		}
 	} else if engine.IsClusterAddr(c.Redlock.Masters[0]) {
 		// The backend would be the first master, one server: a cluster
 		// voter is many.
 		return fmt.Errorf("proxy.backend: empty, so the backend would be the first master, %s, a Redis Cluster: give the proxy a backend of its own (proxy.backend) when the first voter is a cluster", c.Redlock.Masters[0])
-	} else if engine.IsSentinelAddr(c.Redlock.Masters[0]) {
-		// The backend would be the first master: its connections, and the
-		// sessions on them (MULTI, WATCH, blocking commands, subscriptions),
-		// would stay with one primary while the voter moves to another,
-		// and the application's data would be whatever the promoted replica
-		// had received.
-		return fmt.Errorf("proxy.backend: empty, so the backend would be the first master, %s, a Sentinel group: give the proxy a backend of its own (proxy.backend) when a voter is a Sentinel group", engine.Redact(c.Redlock.Masters[0]))
 	}
 	if err := validateMasterAuth(c); err != nil {
 		return err
