@@ -51,8 +51,9 @@
 //     and RESP3), mux.go (the shared connection plain commands travel on),
 //     pubsub.go (a subscribed client's connection and its relay),
 //     tracking.go (client-side caching), keyspace.go (SCAN, KEYS, DBSIZE
-//     with the locks the backend has no key for); a Redis Cluster as the
-//     backend: cluster.go (the slot map), clusterroute.go (one command's
+//     with the locks the backend has no key for); a Sentinel group as the
+//     backend: sentinelbackend.go (connections follow its primary); a Redis
+//     Cluster as the backend: cluster.go (the slot map), clusterroute.go (one command's
 //     node), clustertx.go (transactions, WATCH, blocking commands).
 //   - Data beside locks (a backend of its own and every key a lock key):
 //     mixed.go (locks mirrored into the backend's keyspace), flush.go
