@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
@@ -40,6 +42,7 @@ func TestClusterBackend(t *testing.T) {
 	t.Run("like_redis", func(t *testing.T) { flush(t); clusterLikeRedis(t, e, cl) })
 	t.Run("refusals", func(t *testing.T) { clusterRefusals(t, e) })
 	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
+	t.Run("pipelined_clients", func(t *testing.T) { flush(t); clusterPipelined(t, e) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
 
@@ -419,5 +422,68 @@ func clusterRefusals(t *testing.T, e *env) {
 	m, err := sub.ReceiveMessage(context.Background())
 	if err != nil || m.Payload != "hi" {
 		t.Fatalf("message: %v %v", m, err)
+	}
+}
+
+// Many clients pipeline commands on keys of every slot at once: each gets
+// its replies, in its order, as a single Redis would answer them.
+func clusterPipelined(t *testing.T, e *env) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.client()
+			defer c.Close()
+			for round := range 20 {
+				pipe := c.Pipeline()
+				var cmds []redis.Cmder
+				for i := range 24 {
+					k := fmt.Sprintf("p:%d:%d", w, i/4) // the same in each four
+					switch i % 4 {
+					case 0:
+						cmds = append(cmds, pipe.Set(ctx, k, fmt.Sprint(round, i), 0))
+					case 1:
+						cmds = append(cmds, pipe.Get(ctx, k))
+					case 2:
+						cmds = append(cmds, pipe.Incr(ctx, fmt.Sprintf("p:%d:n", w)))
+					case 3:
+						cmds = append(cmds, pipe.MGet(ctx, k, fmt.Sprintf("p:%d:%d", w, (i/4+1)%6)))
+					}
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+				for i, cmd := range cmds {
+					var err error
+					switch i % 4 {
+					case 1:
+						if v := cmd.(*redis.StringCmd).Val(); v != fmt.Sprint(round, i-1) {
+							err = fmt.Errorf("GET after SET in one pipeline: %q, want %q", v, fmt.Sprint(round, i-1))
+						}
+					case 2:
+						if v := cmd.(*redis.IntCmd).Val(); v != int64(round*6+i/4+1) {
+							err = fmt.Errorf("INCR %d in order: %d, want %d", i, v, round*6+i/4+1)
+						}
+					case 3:
+						if v := cmd.(*redis.SliceCmd).Val(); len(v) != 2 || v[0] != fmt.Sprint(round, i-3) {
+							err = fmt.Errorf("MGET after SET in one pipeline: %q", v)
+						}
+					}
+					if err != nil {
+						errs <- fmt.Errorf("client %d, round %d: %w", w, round, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
