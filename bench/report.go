@@ -290,8 +290,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 				ratio: ratioOf(r, d.key+".mixed.cpu", d.key+".prefix.cpu"), target: "—"})
 		}
 	}
-	if o.rows["10"] {
+	if o.rows["10"] || o.rows["10b"] {
 		for _, sh := range row10Shards[1:] {
+			if !o.rows["10"] {
+				break // 10 b alone
+			}
 			name := row10Name(sh)
 			k := func(m string) string { return "cl." + name + "." + m }
 			what := fmt.Sprintf("10 a. 3 voters of %d shard(s) each (clusters) vs 3 plain masters", sh)
@@ -315,9 +318,11 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 					proxy: fmt.Sprintf("%.2f", r.med(k("spread"))), baseline: "—", ratio: math.NaN(), target: "—"})
 			}
 		}
-		add(row{what: "10 a. proxy CPU per acquire, µs: voters of 3 shards vs of 1 shard (flat: ≈ 1)",
-			proxy: micros(orNaN(r, "cl.c3.cpu")), baseline: micros(orNaN(r, "cl.c1.cpu")),
-			ratio: ratioOf(r, "cl.c3.cpu", "cl.c1.cpu"), target: "—"})
+		if o.rows["10"] {
+			add(row{what: "10 a. proxy CPU per acquire, µs: voters of 3 shards vs of 1 shard (flat: ≈ 1)",
+				proxy: micros(orNaN(r, "cl.c3.cpu")), baseline: micros(orNaN(r, "cl.c1.cpu")),
+				ratio: ratioOf(r, "cl.c3.cpu", "cl.c1.cpu"), target: "—"})
+		}
 		for _, pl := range []string{"16", "1"} {
 			key := "cb" + pl
 			for _, t := range []string{"SET", "GET"} {
