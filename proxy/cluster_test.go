@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ func TestClusterBackend(t *testing.T) {
 	t.Run("like_redis", func(t *testing.T) { flush(t); clusterLikeRedis(t, e, cl) })
 	t.Run("refusals", func(t *testing.T) { clusterRefusals(t, e) })
 	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
+	t.Run("info_of_every_primary", func(t *testing.T) { flush(t); clusterInfoSummed(t, e, cl) })
 	t.Run("pipelined_clients", func(t *testing.T) { flush(t); clusterPipelined(t, e) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
@@ -422,6 +424,53 @@ func clusterRefusals(t *testing.T, e *env) {
 	m, err := sub.ReceiveMessage(context.Background())
 	if err != nil || m.Payload != "hi" {
 		t.Fatalf("message: %v %v", m, err)
+	}
+}
+
+// INFO's Keyspace and Stats through the proxy describe the whole cluster:
+// each field summed over every primary, not the first primary's alone.
+func clusterInfoSummed(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	const n = 30
+	for i := range n {
+		var ttl time.Duration
+		if i%3 == 0 {
+			ttl = time.Hour
+		}
+		if err := e.c.Set(ctx, fmt.Sprintf("i:%d", i), "v", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		e.c.Get(ctx, fmt.Sprintf("i:%d", i))        // hits
+		e.c.Exists(ctx, fmt.Sprintf("i:none%d", i)) // misses
+	}
+	field := func(info, name string) string {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	info, err := e.c.Info(ctx, "keyspace", "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := field(info, "db0"); !strings.HasPrefix(got, fmt.Sprintf("keys=%d,expires=%d,", n, n/3)) {
+		t.Fatalf("INFO keyspace through the proxy: db0:%s, want keys=%d,expires=%d", got, n, n/3)
+	}
+	for _, stat := range []string{"keyspace_hits", "keyspace_misses"} {
+		sum, most := 0, 0
+		for _, node := range cl.Nodes {
+			v, _ := strconv.Atoi(node.InfoField("stats", stat))
+			sum += v
+			most = max(most, v)
+		}
+		got, _ := strconv.Atoi(field(info, stat))
+		if got != sum || sum <= most {
+			t.Fatalf("%s through the proxy: %d; summed over the primaries %d, the most of one %d", stat, got, sum, most)
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func (v clusterVia) all(calls []clusterCall) {
 }
 
 // fanOutCommands run on every primary (fanOut).
-var fanOutCommands = map[string]bool{"dbsize": true, "keys": true, "scan": true, "flushdb": true, "flushall": true, "randomkey": true}
+var fanOutCommands = map[string]bool{"dbsize": true, "keys": true, "scan": true, "flushdb": true, "flushall": true, "randomkey": true, "info": true}
 
 // clusterDo runs one command (args) on the cluster backend and returns its
 // raw reply.
@@ -313,6 +313,8 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia)
 			out = append(out, e...)
 		}
 		return out, nil
+	case "info":
+		return mergeInfo(replies, v.resp3)
 	}
 	return replies[0], nil // flushes: OK
 }
