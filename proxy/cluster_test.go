@@ -45,6 +45,7 @@ func TestClusterBackend(t *testing.T) {
 	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
 	t.Run("info_of_every_primary", func(t *testing.T) { flush(t); clusterInfoSummed(t, e, cl) })
 	t.Run("pipelined_clients", func(t *testing.T) { flush(t); clusterPipelined(t, e) })
+	t.Run("refused_then_moved_tx", func(t *testing.T) { flush(t); clusterRefusedThenMoved(t, e, cl) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
 
@@ -284,14 +285,17 @@ func clusterLockMirror(t *testing.T, e *env, cl *redistest.Cluster) {
 	}
 }
 
-// Slots move from one primary to another while a client sends commands
-// through the proxy: no MOVED or ASK reaches it, no command fails, and
-// every value is kept.
+// Slots move from one primary to another while clients send commands
+// through the proxy, one at a time and pipelined: no MOVED or ASK reaches
+// them, no command fails, and every value is kept.
 func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 	ctx := context.Background()
 	const n = 300
 	for i := range n {
 		if err := e.c.Set(ctx, fmt.Sprintf("r:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Set(ctx, fmt.Sprintf("rp:%d", i), i, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -307,6 +311,39 @@ func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 	var wg sync.WaitGroup
 	var ops atomic.Int64
 	errs := make(chan error, 16)
+	// A fifth client pipelines INCR, GET and DECR of eight keys of its
+	// own (rp:…, in many slots) at a time: each reply in its order.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := e.client()
+		defer c.Close()
+		for i := 0; !stop.Load(); i = (i + 8) % n {
+			pipe := c.Pipeline()
+			var incrs []*redis.IntCmd
+			var gets []*redis.StringCmd
+			for j := range 8 {
+				k := fmt.Sprintf("rp:%d", (i+j)%n)
+				incrs = append(incrs, pipe.Incr(ctx, k))
+				gets = append(gets, pipe.Get(ctx, k))
+				pipe.Decr(ctx, k)
+			}
+			_, err := pipe.Exec(ctx)
+			for j := range 8 {
+				if want := (i+j)%n + 1; err == nil && (incrs[j].Val() != int64(want) || gets[j].Val() != fmt.Sprint(want)) {
+					err = fmt.Errorf("pipelined INCR, GET of rp:%d: %d, %q, want %d", (i+j)%n, incrs[j].Val(), gets[j].Val(), want)
+				}
+			}
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			ops.Add(24)
+		}
+	}()
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -368,6 +405,9 @@ func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 	for i := range n {
 		if v, err := e.c.Get(ctx, fmt.Sprintf("r:%d", i)).Int(); err != nil || v != i {
 			t.Fatalf("r:%d after the resharding: %d %v", i, v, err)
+		}
+		if v, err := e.c.Get(ctx, fmt.Sprintf("rp:%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("rp:%d after the resharding: %d %v", i, v, err)
 		}
 	}
 	t.Logf("%d commands during the resharding; %d of %d keys moved to another primary", ops.Load(), moved, n)
@@ -534,5 +574,37 @@ func clusterPipelined(t *testing.T, e *env) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A transaction in which the node refused to queue a command aborts at
+// EXEC, as on Redis, also when a later command moves it to another
+// primary, where it is sent again without the refused command; and an
+// UNWATCH queued in it is sent again with it.
+func clusterRefusedThenMoved(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	first := slices.Min(cl.Addrs()) // where MULTI opens: the first primary by address
+	k := ""
+	for i := 0; k == ""; i++ {
+		if c := fmt.Sprintf("tx:%d", i); cl.Owner(c).Addr != first {
+			k = c
+		}
+	}
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	for _, step := range [][]string{
+		{"MULTI", "+OK"}, {"INCR", "-ERR wrong number of arguments"}, {"SET", k, "v", "+QUEUED"},
+		{"EXEC", "-EXECABORT"},
+		{"MULTI", "+OK"}, {"UNWATCH", "+QUEUED"}, {"SET", k, "w", "+QUEUED"}, {"EXEC", "*2\r\n+OK\r\n+OK"},
+	} {
+		cmd, want := step[:len(step)-1], step[len(step)-1]
+		if got := p.do(t, cmd...); !strings.HasPrefix(got, want) {
+			t.Fatalf("%q: %q, want %q…", cmd, got, want)
+		}
+		if cmd[0] == "EXEC" && want == "-EXECABORT" {
+			if n := e.c.Exists(ctx, k).Val(); n != 0 {
+				t.Fatalf("the SET of the aborted transaction ran: EXISTS %s = %d", k, n)
+			}
+		}
 	}
 }
