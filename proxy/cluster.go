@@ -28,8 +28,11 @@ import (
 // client. Multi-key commands whose keys are in different slots are split
 // (clusterroute.go), or answered CROSSSLOT as the cluster answers them;
 // transactions, WATCH and blocking commands keep a connection of the
-// client's own on one primary (clustertx.go). docs/commands.md, "A Redis
-// Cluster as the backend", lists what is routed, split and refused.
+// client's own on one primary (clustertx.go). Plain commands travel
+// pipelined on each node's shared connection (run), as on a single
+// backend (mux.go); the others a round trip each on a pooled connection
+// (send). docs/commands.md, "A Redis Cluster as the backend", lists what
+// is routed, split and refused.
 
 // clusterScheme begins a cluster backend's address.
 const clusterScheme = "cluster://"
