@@ -90,11 +90,20 @@ func keySlot(key []byte) int {
 	return int(crc16(key)) & (numSlots - 1)
 }
 
-// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with,
+// a byte at a time from crc16Table.
 func crc16(b []byte) uint16 {
 	var crc uint16
 	for _, c := range b {
-		crc ^= uint16(c) << 8
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
+	}
+	return crc
+}
+
+// crc16Table is CRC-16/XMODEM of each byte value.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -102,9 +111,10 @@ func crc16(b []byte) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return crc
-}
+	return t
+}()
 
 // clusterRefresh is how often the slot map is read again without a MOVED.
 const clusterRefresh = 10 * time.Second
@@ -114,8 +124,31 @@ const clusterMaxRedirects = 16
 
 // clusterMap is one reading of the cluster's slots.
 type clusterMap struct {
-	owner     [numSlots]string // the primary serving each slot; "": none
-	primaries []string         // sorted: SCAN's cursors number them
+	// The primary serving each slot: 1 + its place in addrs; 0: none.
+	// Small, so that looking a slot up stays in the CPU's cache.
+	slot      [numSlots]uint16
+	addrs     []string
+	primaries []string // sorted: SCAN's cursors number them
+}
+
+// owner is the primary serving slot; "": none.
+func (m *clusterMap) owner(slot int) string {
+	if i := m.slot[slot]; i > 0 {
+		return m.addrs[i-1]
+	}
+	return ""
+}
+
+// setOwner makes addr the owner of slots from..to.
+func (m *clusterMap) setOwner(from, to int, addr string) {
+	i := slices.Index(m.addrs, addr)
+	if i < 0 {
+		m.addrs = append(m.addrs, addr)
+		i = len(m.addrs) - 1
+	}
+	for s := from; s <= to; s++ {
+		m.slot[s] = uint16(i + 1)
+	}
 }
 
 // clusterNode is the connections of one node: pools, for commands that
@@ -298,9 +331,7 @@ func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
 			ip = host // the node asked
 		}
 		p := net.JoinHostPort(ip, strconv.FormatInt(port, 10))
-		for s := start; s <= end; s++ {
-			m.owner[s] = p
-		}
+		m.setOwner(int(start), int(end), p)
 		if !slices.Contains(m.primaries, p) {
 			m.primaries = append(m.primaries, p)
 		}
@@ -317,7 +348,8 @@ func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
 func (cb *clusterBackend) moved(slot int, addr string) {
 	if old := cb.m.Load(); old != nil && slot >= 0 && slot < numSlots {
 		m := *old
-		m.owner[slot] = addr
+		m.addrs = slices.Clip(m.addrs) // appended to: a copy of its own
+		m.setOwner(slot, slot, addr)
 		if !slices.Contains(m.primaries, addr) {
 			m.primaries = append(slices.Clone(m.primaries), addr)
 			slices.Sort(m.primaries)
@@ -380,8 +412,8 @@ func (cb *clusterBackend) follow(reply []byte, addr string, slot int, args [][]b
 		} else if retryable(reply) {
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 			if slot >= 0 {
-				if m, err := cb.current(); err == nil && m.owner[slot] != "" {
-					addr = m.owner[slot]
+				if m, err := cb.current(); err == nil && m.owner(slot) != "" {
+					addr = m.owner(slot)
 				}
 			}
 		} else {
@@ -438,7 +470,7 @@ func (cb *clusterBackend) run(calls []clusterCall, resp3 bool) {
 			}
 		}
 		if p == nil {
-			p = &part{addr: calls[i].addr}
+			p = &part{addr: calls[i].addr, at: make([]int, 0, len(calls)), cmds: make([]redcon.Command, 0, len(calls))}
 			parts = append(parts, p)
 		}
 		p.at = append(p.at, i)

@@ -162,8 +162,8 @@ func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
 // first primary for a keyless command (-1) or a slot none serves (which
 // answers CLUSTERDOWN, or MOVED).
 func (m *clusterMap) addrOf(slot int) string {
-	if slot >= 0 && m.owner[slot] != "" {
-		return m.owner[slot]
+	if slot >= 0 && m.owner(slot) != "" {
+		return m.owner(slot)
 	}
 	return m.primaries[0]
 }

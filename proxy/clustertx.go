@@ -101,10 +101,10 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		}
 		switch {
 		case target != "":
-		case slot >= 0 && m.owner[slot] != "":
-			target = m.owner[slot]
-		case tx.slot >= 0 && m.owner[tx.slot] != "":
-			target = m.owner[tx.slot]
+		case slot >= 0 && m.owner(slot) != "":
+			target = m.owner(slot)
+		case tx.slot >= 0 && m.owner(tx.slot) != "":
+			target = m.owner(tx.slot)
 		}
 		if st.pinned != nil && target != "" && st.pinned.home.addr != target {
 			if tx.watching {
