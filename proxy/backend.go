@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -25,6 +26,9 @@ type backendConn struct {
 	r    *bufio.Reader
 	buf  []byte
 	idle time.Time // when it went back to the pool
+	// readonly: it answered READONLY, as a replica does (a Sentinel
+	// group's backend: sentinelbackend.go); it goes back to no pool.
+	readonly bool
 }
 
 // idleCheck is how long a backend connection may sit unused before it is
@@ -45,6 +49,9 @@ func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	}
 	var err error
 	b.buf, err = wire.ReadReply(b.r, b.buf[:0])
+	if err == nil && b.home.follow != nil {
+		b.home.follow.saw(b, b.buf)
+	}
 	return b.buf, err
 }
 
@@ -65,6 +72,9 @@ func (b *backendConn) doMany(cmds []redcon.Command, timeout time.Duration, each 
 		if b.buf, err = wire.ReadReply(b.r, b.buf[:0]); err != nil {
 			return i, err
 		}
+		if b.home.follow != nil {
+			b.home.follow.saw(b, b.buf)
+		}
 		each(b.buf)
 	}
 	return len(cmds), nil
@@ -81,6 +91,9 @@ type backend struct {
 	timeout  time.Duration
 	idle     chan *backendConn
 	tls      *tls.Config // nil: plain TCP
+	// follow: addr names a Sentinel group, and connections go to the
+	// primary it follows (sentinelbackend.go); nil for one Redis.
+	follow *sentinelBackend
 }
 
 func newBackend(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *backend {
@@ -93,15 +106,14 @@ func (p *backend) dial() (*backendConn, error) { return p.dialSize(16 << 10) }
 func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 	var nc net.Conn
 	var err error
-	if p.tls != nil {
-		nc, err = tls.DialWithDialer(&net.Dialer{Timeout: p.timeout}, "tcp", p.addr, p.tls)
+	if p.follow != nil {
+		nc, err = p.follow.dial(p.timeout)
 	} else {
-		nc, err = net.DialTimeout("tcp", p.addr, p.timeout)
+		nc, err = p.dialAddr(context.Background(), "tcp", p.addr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	nc = sock.Wrap(nc) // plain TCP: its reads and writes, package sock's
 	b := &backendConn{home: p, nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
@@ -112,6 +124,12 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 		if err != nil || len(reply) == 0 || reply[0] != '+' {
 			b.close()
 			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)
+		}
+	}
+	if p.follow != nil {
+		if err := p.follow.checkPrimary(b); err != nil { // not a replica
+			b.close()
+			return nil, err
 		}
 	}
 	if p.proto == 3 {
@@ -131,23 +149,38 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 	return b, nil
 }
 
+// dialAddr opens a connection to the Redis at addr: TCP, with TLS when
+// configured.
+func (p *backend) dialAddr(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: p.timeout}
+	if p.tls != nil {
+		return (&tls.Dialer{NetDialer: d, Config: p.tls}).DialContext(ctx, network, addr)
+	}
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return sock.Wrap(nc), nil // plain TCP: its reads and writes, package sock's
+}
+
 // resp3 is a pool of the same backend whose connections speak RESP3.
 func (p *backend) resp3() *backend {
-	return &backend{proto: 3, db: p.db, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
+	return &backend{proto: 3, db: p.db, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls, follow: p.follow}
 }
 
 // inDB is a pool of the same backend whose connections SELECT database n.
 func (p *backend) inDB(n int) *backend {
-	return &backend{proto: p.proto, db: n, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls}
+	return &backend{proto: p.proto, db: n, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls, follow: p.follow}
 }
 
 // get takes an idle pooled connection or dials a new one. A pooled one the
-// server closed meanwhile is dropped.
+// server closed meanwhile is dropped, as is one to a Sentinel group's
+// former primary.
 func (p *backend) get() (*backendConn, error) {
 	for {
 		select {
 		case b := <-p.idle:
-			if time.Since(b.idle) > idleCheck && peek.Of(b.nc).Broken() {
+			if p.stale(b.nc) || time.Since(b.idle) > idleCheck && peek.Of(b.nc).Broken() {
 				b.close()
 				continue
 			}
@@ -158,8 +191,14 @@ func (p *backend) get() (*backendConn, error) {
 	}
 }
 
-// put returns a healthy connection to the pool, or closes it when full.
+// put returns a healthy connection to the pool, or closes it when full,
+// or when it goes to a server that is not (or no longer) a Sentinel
+// group's primary.
 func (p *backend) put(b *backendConn) {
+	if b.readonly || p.stale(b.nc) {
+		b.close()
+		return
+	}
 	b.idle = time.Now()
 	select {
 	case p.idle <- b:
@@ -167,6 +206,9 @@ func (p *backend) put(b *backendConn) {
 		b.close()
 	}
 }
+
+// stale reports whether nc goes to a Sentinel group's former primary.
+func (p *backend) stale(nc net.Conn) bool { return p.follow != nil && p.follow.f.Stale(nc) }
 
 func (p *backend) close() {
 	for {

@@ -35,6 +35,10 @@ func errorReply(err error) string {
 		return fmt.Sprintf("NOQUORUM the outcome is not known: the %d masters that could vote do not settle it (%d needed), and the others did not answer or are under the restart guard; try again", qe.Reachable, qe.Needed)
 	case errors.As(err, &re):
 		return re.Error()
+	case errors.Is(err, engine.ErrCrossSlot):
+		// The keys are the client's and the proxy's own records'
+		// (a fenced lock's counter, a hash lock's attempt): not echoed.
+		return "CROSSSLOT redlock-proxy: the keys of this lock operation, with the records kept beside its lock, hash to different slots and a voter is a Redis Cluster: give the lock key a hash tag ({…})"
 	}
 	return "ERR redlock-proxy: quorum operation failed"
 }

@@ -43,6 +43,10 @@ func TestErrorReply(t *testing.T) {
 		{masterReply("WRONGTYPE Operation against a key holding the wrong kind of value"),
 			"WRONGTYPE Operation against a key holding the wrong kind of value"},
 		{node, "ERR redlock-proxy: quorum operation failed"},
+		// A fenced lock on a key without a hash tag, on a cluster voter:
+		// its counter sits in another slot.
+		{fmt.Errorf("acquire: %w", &engine.CrossSlotError{Keys: []string{"lock:a", "redlock-proxy:fence:lock:a"}}),
+			"CROSSSLOT redlock-proxy: the keys of this lock operation, with the records kept beside its lock, hash to different slots and a voter is a Redis Cluster: give the lock key a hash tag ({…})"},
 	}
 	for _, c := range cases {
 		if got := errorReply(c.err); got != c.want {

@@ -76,6 +76,9 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) {
 				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID, infoSentinel(m.Sentinel)+infoCluster(m.Cluster))
 			infoShards(&b, i, m.Cluster)
 		}
+		if g := s.backendSentinel(); g != nil { // a Sentinel group as the backend (sentinelbackend.go)
+			fmt.Fprintf(&b, "backend:%s\r\n", strings.TrimPrefix(infoSentinel(g), ","))
+		}
 	})
 	wire.WriteVerbatim(c, b.String())
 }

@@ -88,8 +88,9 @@ type muxConn struct {
 	pending chan *muxReq  // written, waiting for replies: the reader's
 	stop    chan struct{} // closed when the connection fails
 
-	inflight atomic.Int64 // requests submitted and not yet finished
-	lastUse  atomic.Int64 // unix ns of the last submit
+	follow   *sentinelBackend // a Sentinel group's backend: READONLY has it ask (sentinelbackend.go)
+	inflight atomic.Int64     // requests submitted and not yet finished
+	lastUse  atomic.Int64     // unix ns of the last submit
 }
 
 func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
@@ -204,9 +205,13 @@ func (m *muxConn) reader() {
 			// One deadline for the batch: its replies come together.
 			rdl.Arm(m.nc.SetReadDeadline, m.timeout())
 			for r.got < len(r.cmds) {
+				start := len(r.out)
 				if r.out, err = wire.ReadReply(m.r, r.out); err != nil {
 					m.kill(err)
 					break
+				}
+				if m.follow != nil && isReadonly(r.out[start:]) {
+					m.follow.askSoon()
 				}
 				r.got++
 				r.end = len(r.out)
@@ -237,9 +242,10 @@ func (p *muxPool) get() (*muxConn, error) {
 	if m := p.conn; m != nil && !m.isDead() {
 		// One the server closed while idle (its timeout setting) would
 		// fail the next batch: replace it. With nothing in flight there
-		// is nothing to read on it.
+		// is nothing to read on it. One to a Sentinel group's former
+		// primary is being closed: replace it too.
 		idle := time.Since(time.Unix(0, m.lastUse.Load())) > idleCheck
-		if !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
+		if !p.be.stale(m.nc) && !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
 			return m, nil
 		}
 		m.kill(errMuxClosed)
@@ -249,6 +255,7 @@ func (p *muxPool) get() (*muxConn, error) {
 		return nil, err
 	}
 	m := newMuxConn(b, p.timeout)
+	m.follow = p.be.follow
 	p.conn = m
 	return m, nil
 }

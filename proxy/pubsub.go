@@ -297,7 +297,9 @@ func (s *Server) relay(ss *session, sub *subscription) {
 		var err error
 		buf, err = wire.ReadReply(sub.bc.r, buf[:0])
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) { // not closed by endSubscription
+			// Not closed by endSubscription: by the backend, or by the
+			// proxy on a Sentinel group's switch of primary.
+			if !errors.Is(err, net.ErrClosed) || sub.bc.home.stale(sub.bc.nc) {
 				s.log.Debug().Err(err).Str("client", ss.addr).Msg("subscription connection ended")
 				_ = ss.cc.Close() // its subscriptions are gone; unblocks the session
 			}

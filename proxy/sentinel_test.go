@@ -24,6 +24,10 @@ func TestSentinelMasterConfig(t *testing.T) {
 	for _, c := range []proxy.Config{
 		cfg("127.0.0.1:6379", group, "10.0.0.3:6379", "10.0.0.4:6379"),
 		cfg("", "10.0.0.3:6379", group, "sentinel://u:p@10.0.0.5:26379/locks-b"),
+		// The backend a Sentinel group (sentinelbackend.go): its own, or
+		// the first voter's.
+		cfg(group, "10.0.0.3:6379"),
+		cfg("", group, "10.0.0.3:6379", "10.0.0.4:6379"),
 	} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%v: %v", c.Redlock.Masters, err)
@@ -33,8 +37,8 @@ func TestSentinelMasterConfig(t *testing.T) {
 		cfg  proxy.Config
 		want string
 	}{
-		{cfg("", group, "10.0.0.3:6379", "10.0.0.4:6379"), "give the proxy a backend of its own (proxy.backend) when a voter is a Sentinel group"},
-		{cfg(group, "10.0.0.3:6379"), "proxy.backend: a Sentinel group cannot be the backend"},
+		{cfg("sentinel://10.0.0.1:26379", "10.0.0.3:6379"), "proxy.backend: \"sentinel://10.0.0.1:26379\" is not sentinel://"},
+		{cfg("sentinel://u:hidden@10.0.0.1/x", "10.0.0.3:6379"), "proxy.backend: "},
 		{cfg("b:1", "sentinel://10.0.0.1:26379"), "name is missing"},
 		{cfg("b:1", "sentinel://10.0.0.1/x"), "not host:port"},
 		{cfg("b:1", "sentinel:///x"), "no sentinel is given"},

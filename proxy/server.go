@@ -110,6 +110,17 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		be: newBackend(beAddr, creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
 	}
 	s.creds = creds
+	if engine.IsSentinelAddr(beAddr) {
+		// A Sentinel group: connections go to its primary (sentinelbackend.go).
+		s.be.addr = backendLabel(beAddr)
+		s.be.follow, err = newSentinelBackend(beAddr, s.be, cfg.Redlock.ClockCheck.Duration, func(format string, args ...any) {
+			log.Warn().Msgf(format, args...)
+		})
+		if err != nil {
+			_ = rl.Close()
+			return nil, err
+		}
+	}
 	s.ops = newOpRunners(s)
 	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
 	s.be3 = s.be.resp3()
@@ -260,6 +271,9 @@ func (s *Server) Close() error {
 	s.be.close()
 	s.mux3.close()
 	s.be3.close()
+	if s.be.follow != nil {
+		s.be.follow.close()
+	}
 	if s.cl != nil {
 		s.cl.close()
 	}

@@ -99,3 +99,46 @@ func TestStartCluster(t *testing.T) {
 		t.Fatalf("after resharding: %q %v", v, err)
 	}
 }
+
+// A relay's ReplDelay holds back the replication stream alone: a write
+// through the relay is answered, and does not reach the replica that
+// follows the server through the same relay until the delay is cleared.
+func TestRelayHoldsBackReplication(t *testing.T) {
+	primary, replica := Start(t, "--repl-diskless-sync-delay", "0"), Start(t)
+	r := NewRelay(t, primary.Addr)
+	host, port, _ := strings.Cut(r.Addr(), ":")
+	ctx := context.Background()
+	rc := replica.Client()
+	defer rc.Close()
+	if err := rc.Do(ctx, "replicaof", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	synced := func(key string) bool {
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if rc.Exists(ctx, key).Val() == 1 {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	defer c.Close()
+	if err := c.Set(ctx, "before", "1", 0).Err(); err != nil || !synced("before") {
+		t.Fatalf("the replica does not follow through the relay (%v)", err)
+	}
+	r.ReplDelay.Store(int64(30 * time.Second))
+	if err := c.Set(ctx, "held", "1", 0).Err(); err != nil {
+		t.Fatalf("a write through the relay while replication is held back: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if rc.Exists(ctx, "held").Val() != 0 {
+		t.Fatal("the replica got a write while its stream was held back")
+	}
+	r.ReplDelay.Store(0)
+	r.Reset() // the replica reconnects and catches up
+	if !synced("held") {
+		t.Fatal("the replica did not catch up once the stream was let through")
+	}
+}

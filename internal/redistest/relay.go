@@ -20,6 +20,11 @@ type Relay struct {
 	// DelayOnly, when set, limits Delay to the chunks that contain it:
 	// a connection's handshake, say, then goes through at once.
 	DelayOnly atomic.Pointer[[]byte]
+	// ReplDelay, in nanoseconds, is added before each chunk the server
+	// sends on a replication link through the relay (a connection whose
+	// client sent PSYNC or SYNC: a replica of the server): it holds the
+	// replication stream back while the server's clients are served.
+	ReplDelay atomic.Int64
 	// Chunks counts the reads forwarded towards the server: a client
 	// that waits for each reply before it sends on writes (at least) one
 	// chunk per request.
@@ -73,6 +78,7 @@ func (r *Relay) pipe(c net.Conn) {
 	}
 	r.track(c, up)
 	done := make(chan struct{}, 2)
+	var replica atomic.Bool // c is a replica's link
 	cp := func(dst, src net.Conn, chunks *atomic.Int64) {
 		buf := make([]byte, 32<<10)
 		for {
@@ -80,8 +86,14 @@ func (r *Relay) pipe(c net.Conn) {
 			if n > 0 {
 				if chunks != nil {
 					chunks.Add(1)
+					if !replica.Load() && (bytes.Contains(buf[:n], []byte("PSYNC")) || bytes.Contains(buf[:n], []byte("SYNC\r\n"))) {
+						replica.Store(true)
+					}
 				}
 				if d := r.Delay.Load(); d > 0 && r.delays(buf[:n]) {
+					time.Sleep(time.Duration(d))
+				}
+				if d := r.ReplDelay.Load(); d > 0 && chunks == nil && replica.Load() {
 					time.Sleep(time.Duration(d))
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -197,7 +197,7 @@ const (
 
 // Guards lists every guard WithGuardsOff knows.
 func Guards() []Guard {
-	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum, GuardBigPayloads, GuardPromotion, GuardEviction}
+	return []Guard{GuardTaint, GuardNotHeldNeedsQuorum, GuardTTLStretch, GuardDataEvidence, GuardPermitQuorum, GuardBigPayloads, GuardPromotion, GuardEviction, GuardSlotFollow}
 }
 
 // WithGuardsOff switches safety mechanisms off. It exists for tests that

@@ -48,6 +48,11 @@ import (
 // until the old owner's window ends, nor on the keys of that slot the old
 // owner does not vote on, until those end.
 
+// GuardSlotFollow: when a slot leaves a shard under the restart guard, the
+// guard follows it to the new owner (setOwner); off, the new owner votes on
+// the slot at once, on what the old owner forgot.
+const GuardSlotFollow Guard = "slot-follow"
+
 // clusterScheme begins a master given as a Redis Cluster.
 const clusterScheme = "cluster://"
 
@@ -421,7 +426,7 @@ func (cv *clusterVoter) apply(slots []redis.ClusterSlot, host string) {
 // the restart guard, the guard follows it (see above).
 func (cv *clusterVoter) setOwner(slot int, n *node) {
 	old := cv.owner[slot].Swap(n)
-	if old == nil || old == n {
+	if old == nil || old == n || cv.o.guardsOff[GuardSlotFollow] {
 		return
 	}
 	now := time.Now()

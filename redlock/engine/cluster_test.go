@@ -485,3 +485,27 @@ func TestClusterGuardFollowsSlot(t *testing.T) {
 		t.Error("the key guard of a slot that did not move went to the new owner")
 	}
 }
+
+// With the slot-follow guard off, the new owner of a slot that left a
+// guarded shard votes on it at once.
+func TestClusterGuardFollowsSlotOff(t *testing.T) {
+	c, err := New([]string{"cluster://127.0.0.1:1/", "127.0.0.1:2", "127.0.0.1:3"}, WithRestartGuard(time.Minute), WithGuardsOff(GuardSlotFollow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v := c.nodes[0]
+	cv := v.cluster
+	a, b := cv.shardAt("127.0.0.1:10", 0), cv.shardAt("127.0.0.1:11", 100)
+	const moved = 5
+	cv.setOwner(moved, a)
+	cv.readyMu.Do(func() { close(cv.ready) })
+	now := time.Now()
+	a.mu.Lock()
+	a.guardUntil = now.Add(10 * time.Second)
+	a.mu.Unlock()
+	cv.setOwner(moved, b)
+	if _, _, got := v.guardOn(now.Add(time.Second), []string{keyIn(moved, "k")}); got {
+		t.Error("the new owner's vote is guarded with the slot-follow guard off")
+	}
+}

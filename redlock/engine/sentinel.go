@@ -134,9 +134,11 @@ func checkSentinelAddrs(addrs []string) error {
 // longer name, opened while they switched.
 var errPrimaryChanged = errors.New("redlock: the Sentinel group's primary changed while connecting")
 
-// sentinel follows the primary of one node's Sentinel group.
+// sentinel follows the primary of one Sentinel group: a node's, or a
+// SentinelFollower's.
 type sentinel struct {
-	n       *node
+	who     string               // what follows the group, in logs: "redlock: master sentinel://…"
+	logf    func(string, ...any) // never nil
 	addr    SentinelAddr
 	every   time.Duration // how often the sentinels are asked
 	timeout time.Duration // a sentinel's answer, a connection to one
@@ -204,7 +206,16 @@ func (n *node) followSentinels(raw string, ro *redis.Options) {
 	if every == 0 {
 		every = time.Second
 	}
-	s := &sentinel{n: n, addr: a, every: every, timeout: o.connectTimeout(), tls: ro.TLSConfig, inner: ro.Dialer,
+	s := newSentinel(a, "redlock: master "+n.addr, n.logf, every, o.connectTimeout(), ro.TLSConfig, ro.Dialer)
+	ro.Dialer = s.dial
+	n.sentinel = s
+	s.start()
+}
+
+// newSentinel makes the follower of group a; start starts it.
+func newSentinel(a SentinelAddr, who string, logf func(string, ...any), every, timeout time.Duration, tlsCfg *tls.Config,
+	inner func(ctx context.Context, network, addr string) (net.Conn, error)) *sentinel {
+	s := &sentinel{who: who, logf: logf, addr: a, every: every, timeout: timeout, tls: tlsCfg, inner: inner,
 		stop: make(chan struct{}), conns: map[*primaryConn]struct{}{}}
 	for _, h := range a.Sentinels {
 		so := &redis.Options{Addr: h, Username: a.Username, Password: a.Password, DialTimeout: s.timeout,
@@ -214,8 +225,12 @@ func (n *node) followSentinels(raw string, ro *redis.Options) {
 		}
 		s.askers = append(s.askers, redis.NewSentinelClient(so))
 	}
-	ro.Dialer = s.dial
-	n.sentinel = s
+	return s
+}
+
+// start begins following the sentinels: a subscription to +switch-master
+// and a question every interval.
+func (s *sentinel) start() {
 	s.done.Add(2)
 	go s.poll()
 	go s.listen()
@@ -223,10 +238,14 @@ func (n *node) followSentinels(raw string, ro *redis.Options) {
 
 // stopSentinels ends n's following of its sentinels, if it has any.
 func (n *node) stopSentinels() {
-	s := n.sentinel
-	if s == nil {
-		return
+	if s := n.sentinel; s != nil {
+		s.close()
 	}
+}
+
+// close stops following the sentinels. The connections to the primary
+// stay open: their owners close them.
+func (s *sentinel) close() {
 	close(s.stop)
 	s.done.Wait()
 	for _, c := range s.askers {
@@ -237,14 +256,17 @@ func (n *node) stopSentinels() {
 // staleConn reports whether nc goes to a primary the sentinels no longer
 // name: it is closed, and must not carry another command.
 func (n *node) staleConn(nc net.Conn) bool {
-	if n.sentinel == nil {
-		return false
-	}
+	return n.sentinel != nil && n.sentinel.stale(nc)
+}
+
+// stale reports whether nc, opened by dial, goes to a primary the
+// sentinels no longer name.
+func (s *sentinel) stale(nc net.Conn) bool {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
 	c, ok := nc.(*primaryConn)
-	return ok && c.gen != n.sentinel.gen.Load()
+	return ok && c.gen != s.gen.Load()
 }
 
 // dial opens a connection to the primary the sentinels named last, asking
@@ -326,8 +348,8 @@ func (s *sentinel) switchTo(addr, why string) {
 		drop = append(drop, c)
 	}
 	s.mu.Unlock()
-	s.n.logf("redlock: master %s: the Sentinel group's primary moved from %s to %s (%s); closing %d connection(s) to %s",
-		s.n.addr, old, addr, why, len(drop), old)
+	s.logf("%s: the Sentinel group's primary moved from %s to %s (%s); closing %d connection(s) to %s",
+		s.who, old, addr, why, len(drop), old)
 	for _, c := range drop {
 		c.Close()
 	}
@@ -450,12 +472,12 @@ func (s *sentinel) askLocked(ctx context.Context) {
 	switch {
 	case answered == 0 && !wasDown:
 		if cur != "" {
-			s.n.logf("redlock: master %s: no sentinel of group %s answers (%s); keeping the last primary they named, %s", s.n.addr, s.addr.Name, strings.Join(errs, "; "), cur)
+			s.logf("%s: no sentinel of group %s answers (%s); keeping the last primary they named, %s", s.who, s.addr.Name, strings.Join(errs, "; "), cur)
 		} else {
-			s.n.logf("redlock: master %s: no sentinel of group %s answers (%s); no primary known", s.n.addr, s.addr.Name, strings.Join(errs, "; "))
+			s.logf("%s: no sentinel of group %s answers (%s); no primary known", s.who, s.addr.Name, strings.Join(errs, "; "))
 		}
 	case answered > 0 && wasDown:
-		s.n.logf("redlock: master %s: the sentinels of group %s answer again", s.n.addr, s.addr.Name)
+		s.logf("%s: the sentinels of group %s answer again", s.who, s.addr.Name)
 	}
 	s.mu.Lock()
 	lagging := cur != "" && cur == s.announced && now.Sub(s.announceT) < announceHold && votes[cur] > 0
@@ -571,13 +593,15 @@ func (s *sentinel) subscribe(ctx context.Context, addr string) error {
 
 // sentinelStatus adds the Sentinel group's state to st.
 func (n *node) sentinelStatus(st *MasterStatus) {
-	s := n.sentinel
-	if s == nil {
-		return
+	if s := n.sentinel; s != nil {
+		st.Sentinel = s.status()
 	}
+}
+
+func (s *sentinel) status() *SentinelStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st.Sentinel = &SentinelStatus{
+	return &SentinelStatus{
 		Name: s.addr.Name, Primary: s.primary, Sentinels: len(s.addr.Sentinels), Answered: s.answered,
 		Reachable: !s.asked || s.answered > 0, UnreachableSince: s.downSince, Switches: s.switches, LastError: s.lastErr,
 	}
