@@ -37,9 +37,14 @@ func TestErrorReply(t *testing.T) {
 		{&engine.QuorumError{Reachable: 1, Needed: 2, Guarded: []engine.GuardedMaster{
 			{Index: 0, Addr: "10.0.0.7:6379", Until: now.Add(41 * time.Second)},
 			{Index: 2, Addr: "10.0.0.9:6379", Until: now.Add(time.Hour), Key: "lock:a\r\nx"}}},
-			"NOQUORUM 1 of the masters can vote, 2 needed; under the restart guard: master0 until 2025-06-01T12:00:41.000Z (41s from now), master2 on key 'lock:a  x' until 2025-06-01T13:00:00.000Z (1h from now)"},
+			"NOQUORUM 1 of the masters can vote, 2 needed; 2 masters are under the restart guard: master0 for another 41s; master2 on key 'lock:a  x' for another 1h"},
 		{&engine.QuorumError{Reachable: 2, Needed: 2, Guarded: []engine.GuardedMaster{{Index: 1, Until: now.Add(90 * time.Second)}}},
-			"NOQUORUM the outcome is not known: the 2 masters that could vote do not settle it (2 needed); under the restart guard: master1 until 2025-06-01T12:01:30.000Z (1m30s from now); try again"},
+			"NOQUORUM the outcome is not known: the 2 masters that could vote do not settle it (2 needed); 1 master is under the restart guard: master1 for another 1m30s; try again"},
+		{&engine.QuorumError{Reachable: 0, Needed: 2, Guarded: []engine.GuardedMaster{
+			{Index: 2, Addr: "10.0.0.9:6379", Until: now.Add(57200 * time.Millisecond)},
+			{Index: 0, Addr: "10.0.0.7:6379", Until: now.Add(58 * time.Second)},
+			{Index: 1, Addr: "10.0.0.8:6379", Until: now.Add(58 * time.Second)}}},
+			"NOQUORUM 0 of the masters can vote, 2 needed; 3 masters are under the restart guard: master0, master1 and master2 for another 58s"},
 		{masterReply("WRONGTYPE Operation against a key holding the wrong kind of value"),
 			"WRONGTYPE Operation against a key holding the wrong kind of value"},
 		{node, "ERR redlock-proxy: quorum operation failed"},

@@ -58,8 +58,10 @@ func WithMetadata(meta string) ObtainOption {
 }
 
 // WithRetryStrategy sets how Obtain waits between attempts on a key it was
-// refused. Default NoRetry. (The client's own WithRetry is another thing:
-// how often one attempt whose vote was split is tried again.)
+// refused. Default NoRetry. (One attempt already tries again, up to three
+// times, 25 to 50 ms apart, when its vote was split with no holder on a
+// quorum or the quorum took so long that no validity was left; the
+// strategy waits between such attempts.)
 func WithRetryStrategy(s RetryStrategy) ObtainOption {
 	return func(o *obtainOptions) { o.retry = s }
 }
@@ -77,8 +79,11 @@ func WithFence() ObtainOption {
 // elsewhere, a split vote, validity spent) it tries again as the retry
 // strategy says, until the strategy stops or ctx is done; the error then
 // matches both ErrNotAcquired and ctx.Err(). When too few masters can vote
-// it answers a *QuorumError (ErrNoQuorum) at once, without retrying; a
-// ttl above WithMaxLockTTL, ErrTTLTooLong, with nothing sent.
+// it answers a *QuorumError (ErrNoQuorum) at once, without retrying: it
+// names the masters that did not answer, and those under the restart
+// guard with the time left (masters just created need InitMasters, or
+// the window, before their first lock); a ttl above WithMaxLockTTL,
+// ErrTTLTooLong (a *TTLError), with nothing sent.
 //
 // A key that a quorum holds for the same token is refused like any held
 // key: a token names one hold.

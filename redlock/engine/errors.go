@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,13 +53,19 @@ func (e *QuorumError) Error() string {
 	if g := GuardedText(e.Guarded, time.Now(), true, nil); g != "" {
 		s += "; " + g
 	}
+	for _, n := range e.Nodes {
+		s += "; " + strings.TrimPrefix(n.Error(), "redlock: ")
+	}
 	return s
 }
 
-// GuardedText says which masters are under the restart guard and until
-// when ("" for none): each named by its place among the masters (master0
-// first), with its address when addrs is set, and, when the guard holds
-// it back on one key only, that key, written by quote (nil: Go-quoted).
+// GuardedText says which masters are under the restart guard and for how
+// much longer ("" for none), as "2 masters are under the restart guard:
+// master0 and master2 for another 58s": each master named by its place
+// among the masters (master0 first), with its address when addrs is set;
+// masters guarded alike grouped; a master held back on one key only with
+// that key, written by quote (nil: Go-quoted). The time left is rounded
+// up, to the second from a second on.
 func GuardedText(gs []GuardedMaster, now time.Time, addrs bool, quote func(string) string) string {
 	if quote == nil {
 		quote = strconv.Quote
@@ -66,27 +73,70 @@ func GuardedText(gs []GuardedMaster, now time.Time, addrs bool, quote func(strin
 	if len(gs) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("under the restart guard: ")
-	for i, g := range gs {
-		if i > 0 {
-			b.WriteString(", ")
+	gs = slices.Clone(gs)
+	slices.SortStableFunc(gs, func(a, b GuardedMaster) int { return a.Index - b.Index })
+	// Groups of masters guarded alike, in the order of their first master.
+	type group struct {
+		how   string
+		names []string
+	}
+	var groups []*group
+	for _, g := range gs {
+		var how string
+		switch {
+		case g.Replica:
+			how = "answering as a replica"
+		case g.Key != "":
+			how = fmt.Sprintf("on key %s for another %s", quote(g.Key), timeLeft(g.Until.Sub(now)))
+		default:
+			how = "for another " + timeLeft(g.Until.Sub(now))
 		}
-		fmt.Fprintf(&b, "master%d", g.Index)
+		name := fmt.Sprintf("master%d", g.Index)
 		if addrs {
-			fmt.Fprintf(&b, " (%s)", g.Addr)
+			name += " (" + g.Addr + ")"
 		}
-		if g.Replica {
-			b.WriteString(" answering as a replica")
-			continue
+		i := slices.IndexFunc(groups, func(gr *group) bool { return gr.how == how })
+		if i < 0 {
+			groups = append(groups, &group{how: how})
+			i = len(groups) - 1
 		}
-		if g.Key != "" {
-			fmt.Fprintf(&b, " on key %s", quote(g.Key))
+		groups[i].names = append(groups[i].names, name)
+	}
+	var b strings.Builder
+	if len(gs) == 1 {
+		b.WriteString("1 master is under the restart guard: ")
+	} else {
+		fmt.Fprintf(&b, "%d masters are under the restart guard: ", len(gs))
+	}
+	for i, gr := range groups {
+		if i > 0 {
+			b.WriteString("; ")
 		}
-		left := max(g.Until.Sub(now), 0)
-		fmt.Fprintf(&b, " until %s (%s from now)", g.Until.UTC().Format("2006-01-02T15:04:05.000Z"), FormatTTL(left.Round(time.Millisecond)))
+		for j, n := range gr.names {
+			switch {
+			case j == 0:
+			case j == len(gr.names)-1:
+				b.WriteString(" and ")
+			default:
+				b.WriteString(", ")
+			}
+			b.WriteString(n)
+		}
+		b.WriteString(" " + gr.how)
 	}
 	return b.String()
+}
+
+// timeLeft writes a guard's time left for people, rounded up: to the
+// second from a second on ("58s", "59m12s"), else to the millisecond.
+func timeLeft(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d >= time.Second:
+		return FormatTTL((d + time.Second - 1).Truncate(time.Second))
+	}
+	return FormatTTL((d + time.Millisecond - 1).Truncate(time.Millisecond))
 }
 
 // Unwrap returns ErrNoQuorum and the per-master errors.

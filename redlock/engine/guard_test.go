@@ -329,7 +329,7 @@ func TestLongTTLGuardsOnlyItsKey(t *testing.T) {
 				time.Until(qe.Guarded[0].Until) < 20*time.Second {
 				t.Errorf("guarded masters: %+v", qe.Guarded)
 			}
-			if s := err.Error(); !strings.Contains(s, `master0 (`+ms[0].Addr+`) on key "A" until`) {
+			if s := err.Error(); !strings.Contains(s, `2 masters are under the restart guard: master0 (`+ms[0].Addr+`) and master1 (`+ms[1].Addr+`) on key "A" for another `) {
 				t.Errorf("error text: %s", s)
 			}
 			if st := c.Status(); st[0].GuardedKeys != 1 || st[0].Guarded || st[2].GuardedKeys != 0 {
