@@ -221,7 +221,11 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 	var names []string
 	flush := []string{single.addr}
 	voterNodes := map[string][][]*proc{} // by configuration: each voter's nodes
-	for _, shards := range row10Shards {
+	shardsOf := row10Shards
+	if !o.rows["10"] {
+		shardsOf = []int{0} // -rows 10b: 10 b alone, its voters the plain masters
+	}
+	for _, shards := range shardsOf {
 		name := row10Name(shards)
 		var masters []string
 		var all []*proc
@@ -285,6 +289,9 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 			}
 		}
 	}
+	if !o.rows["10"] {
+		return runRow10b(o, ps, r, binary, voterNodes["plain"], targets)
+	}
 	got, ok := sized("row 10 acquire", "cl", targets, names, 1, flush, keysHeld,
 		"-c", strconv.Itoa(o.clients), "-r", "100000", "SET", "key:__rand_int__", "val", "NX", "PX", "10000")
 	if ok {
@@ -298,8 +305,15 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 		}
 	}
 	r.notes = append(r.notes, "row 10 a: each proxy has three voters: plain masters, or three clusters of 1, 2 or 3 primaries each (no replicas; slots given by hand with CLUSTER ADDSLOTSRANGE and joined with CLUSTER MEET, as redis-cli --cluster create wants three primaries at least), given as cluster://<every node>/; backend = the single Redis, lock_keys = [\"*\"], lock_key_commands = \"refuse\" (no mirror on the backend); CPU per acquire = the proxy process's user+system time over the run's commands; Redis servers = every node of the three voters")
+	return runRow10b(o, ps, r, binary, voterNodes["plain"], targets)
+}
 
-	// 10 b: a cluster as the passthrough backend.
+// runRow10b measures row 10 b: data commands through a proxy with a
+// 3-shard cluster as its backend (its voters the plain masters of 10 a)
+// vs straight to the cluster, from redis-benchmark (--cluster when
+// direct) and from go-redis; targets, 10 a's proxies, are checked alive at
+// the end.
+func runRow10b(o options, ps *procs, r *results, binary string, plainVoters [][]*proc, targets []*proc) error {
 	progress("row 10: starting a 3-shard cluster as a backend")
 	dc, err := ps.startCluster("r10-backend", 3)
 	if err != nil {
@@ -308,7 +322,7 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 	// The voters are the plain masters of 10 a; lock:* keys only, so
 	// redis-benchmark's key:… keys pass through.
 	var plain []string
-	for _, v := range voterNodes["plain"] {
+	for _, v := range plainVoters {
 		plain = append(plain, v[0].addr)
 	}
 	pc, err := ps.startProxy("proxy-r10-backend", binary, proxyConfig{masters: plain, backend: strings.TrimSuffix(clusterSeed(dc), "/"), lockKeys: []string{"lock:*"}})

@@ -78,7 +78,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 50, "concurrent clients (go-redsync goroutines and redis-benchmark -c)")
 	flag.IntVar(&o.conns, "conns", 10000, "idle client connections for the memory measurement")
 	flag.StringVar(&o.binary, "proxy-bin", "", "redlock-proxy binary to measure (default: build ./cmd/redlock-proxy)")
-	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7,8,9,10", "rows to measure, comma-separated")
+	flag.StringVar(&rows, "rows", "1,2,3,4,5,6,7,8,9,10", "rows to measure, comma-separated (10b: row 10's cluster backend part alone)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "stop everything and exit after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs and logs of every process)")
 	flag.IntVar(&o.procs, "procs", 1, "proxy.procs of every proxy started (threads running its Go code; 0: Go's default, one per CPU)")
@@ -208,7 +208,7 @@ func run(o options, ps *procs, out io.Writer) error {
 	if o.rows["9"] {
 		b.dataRow()
 	}
-	if o.rows["10"] { // Redis Clusters as voters and as the backend
+	if o.rows["10"] || o.rows["10b"] { // Redis Clusters as voters and as the backend (10b: the backend alone)
 		if err := runRow10(o, ps, r, binary, b.single, b.sized, b.serversOf); err != nil {
 			return err
 		}
@@ -252,7 +252,7 @@ type bench struct {
 // and raises the open-files limit.
 func checkTools(o options) error {
 	need := []string{"redis-server"}
-	if o.rows["3"] || o.rows["4"] || o.rows["7"] || o.rows["9"] || o.rows["10"] {
+	if o.rows["3"] || o.rows["4"] || o.rows["7"] || o.rows["9"] || o.rows["10"] || o.rows["10b"] {
 		need = append(need, "redis-benchmark")
 	}
 	if o.rows["4"] || o.rows["9"] {

@@ -132,7 +132,7 @@ func report(out io.Writer, o options, r *results, m machine, started time.Time) 
 	if o.rows["9"] {
 		t.dataRows()
 	}
-	if o.rows["10"] {
+	if o.rows["10"] || o.rows["10b"] {
 		t.clusterRows()
 	}
 	if o.rows["8"] {
@@ -335,6 +335,9 @@ func (t *table) dataRows() {
 func (t *table) clusterRows() {
 	o, r, add := t.o, t.r, t.add
 	for _, sh := range row10Shards[1:] {
+		if !o.rows["10"] {
+			break // 10 b alone
+		}
 		name := row10Name(sh)
 		k := func(m string) string { return "cl." + name + "." + m }
 		what := fmt.Sprintf("10 a. 3 voters of %d shard(s) each (clusters) vs 3 plain masters", sh)
@@ -348,7 +351,9 @@ func (t *table) clusterRows() {
 				proxy: fmt.Sprintf("%.2f", r.med(k("spread"))), baseline: "—", ratio: math.NaN(), target: "—"})
 		}
 	}
-	t.compare("10 a. proxy CPU per acquire, µs: voters of 3 shards vs of 1 shard (flat: ≈ 1)", micros, "cl.c3.cpu", "cl.c1.cpu", "—", 0)
+	if o.rows["10"] {
+		t.compare("10 a. proxy CPU per acquire, µs: voters of 3 shards vs of 1 shard (flat: ≈ 1)", micros, "cl.c3.cpu", "cl.c1.cpu", "—", 0)
+	}
 	for _, pl := range []string{"16", "1"} {
 		key := "cb" + pl
 		for _, c := range []string{"SET", "GET"} {

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/redcon"
+
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -26,8 +28,11 @@ import (
 // client. Multi-key commands whose keys are in different slots are split
 // (clusterroute.go), or answered CROSSSLOT as the cluster answers them;
 // transactions, WATCH and blocking commands keep a connection of the
-// client's own on one primary (clustertx.go). docs/commands.md, "A Redis
-// Cluster as the backend", lists what is routed, split and refused.
+// client's own on one primary (clustertx.go). Plain commands travel
+// pipelined on each node's shared connection (run), as on a single
+// backend (mux.go); the others a round trip each on a pooled connection
+// (send). docs/commands.md, "A Redis Cluster as the backend", lists what
+// is routed, split and refused.
 
 // clusterScheme begins a cluster backend's address.
 const clusterScheme = "cluster://"
@@ -85,11 +90,20 @@ func keySlot(key []byte) int {
 	return int(crc16(key)) & (numSlots - 1)
 }
 
-// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with,
+// a byte at a time from crc16Table.
 func crc16(b []byte) uint16 {
 	var crc uint16
 	for _, c := range b {
-		crc ^= uint16(c) << 8
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^c]
+	}
+	return crc
+}
+
+// crc16Table is CRC-16/XMODEM of each byte value.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -97,9 +111,10 @@ func crc16(b []byte) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return crc
-}
+	return t
+}()
 
 // clusterRefresh is how often the slot map is read again without a MOVED.
 const clusterRefresh = 10 * time.Second
@@ -109,12 +124,41 @@ const clusterMaxRedirects = 16
 
 // clusterMap is one reading of the cluster's slots.
 type clusterMap struct {
-	owner     [numSlots]string // the primary serving each slot; "": none
-	primaries []string         // sorted: SCAN's cursors number them
+	// The primary serving each slot: 1 + its place in addrs; 0: none.
+	// Small, so that looking a slot up stays in the CPU's cache.
+	slot      [numSlots]uint16
+	addrs     []string
+	primaries []string // sorted: SCAN's cursors number them
 }
 
-// clusterNode is the connection pools of one node.
-type clusterNode struct{ be, be3 *backend }
+// owner is the primary serving slot; "": none.
+func (m *clusterMap) owner(slot int) string {
+	if i := m.slot[slot]; i > 0 {
+		return m.addrs[i-1]
+	}
+	return ""
+}
+
+// setOwner makes addr the owner of slots from..to.
+func (m *clusterMap) setOwner(from, to int, addr string) {
+	i := slices.Index(m.addrs, addr)
+	if i < 0 {
+		m.addrs = append(m.addrs, addr)
+		i = len(m.addrs) - 1
+	}
+	for s := from; s <= to; s++ {
+		m.slot[s] = uint16(i + 1)
+	}
+}
+
+// clusterNode is the connections of one node: pools, for commands that
+// have a connection of their own for their round trip, and the shared
+// connections (mux.go) that plain commands of every client travel on,
+// pipelined.
+type clusterNode struct {
+	be, be3   *backend
+	mux, mux3 *muxPool
+}
 
 // clusterBackend routes passthrough commands to a Redis Cluster's primaries.
 type clusterBackend struct {
@@ -149,6 +193,8 @@ func (cb *clusterBackend) node(addr string) *clusterNode {
 	if n == nil {
 		be := newBackend(addr, cb.identity, cb.timeout(), 64, cb.tls)
 		n = &clusterNode{be: be, be3: be.resp3()}
+		n.mux = &muxPool{be: n.be, timeout: cb.timeout}
+		n.mux3 = &muxPool{be: n.be3, timeout: cb.timeout}
 		cb.nodes[addr] = n
 	}
 	return n
@@ -170,6 +216,8 @@ func (cb *clusterBackend) close() {
 	for _, n := range cb.nodes {
 		n.be.close()
 		n.be3.close()
+		n.mux.close()
+		n.mux3.close()
 	}
 }
 
@@ -283,9 +331,7 @@ func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
 			ip = host // the node asked
 		}
 		p := net.JoinHostPort(ip, strconv.FormatInt(port, 10))
-		for s := start; s <= end; s++ {
-			m.owner[s] = p
-		}
+		m.setOwner(int(start), int(end), p)
 		if !slices.Contains(m.primaries, p) {
 			m.primaries = append(m.primaries, p)
 		}
@@ -302,7 +348,8 @@ func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
 func (cb *clusterBackend) moved(slot int, addr string) {
 	if old := cb.m.Load(); old != nil && slot >= 0 && slot < numSlots {
 		m := *old
-		m.owner[slot] = addr
+		m.addrs = slices.Clip(m.addrs) // appended to: a copy of its own
+		m.setOwner(slot, slot, addr)
 		if !slices.Contains(m.primaries, addr) {
 			m.primaries = append(slices.Clone(m.primaries), addr)
 			slices.Sort(m.primaries)
@@ -338,19 +385,23 @@ func retryable(reply []byte) bool {
 }
 
 // send runs one command on the primary addr (for slot, -1 for a keyless
-// command), following MOVED and ASK, and returns its raw reply (the
-// caller's to keep).
+// command) on a pooled connection, following MOVED and ASK, and returns
+// its raw reply (the caller's to keep).
 func (cb *clusterBackend) send(addr string, slot int, args [][]byte, resp3 bool) ([]byte, error) {
-	asking := false
-	for try := 0; ; try++ {
-		reply, err := cb.sendOnce(addr, args, resp3, asking)
-		if err != nil {
-			return nil, err
-		}
-		asking = false
-		if try >= clusterMaxRedirects {
-			return reply, nil
-		}
+	reply, err := cb.sendOnce(addr, args, resp3, false)
+	if err != nil {
+		return nil, err
+	}
+	return cb.follow(reply, addr, slot, args, resp3)
+}
+
+// follow follows the MOVED, ASK, TRYAGAIN or CLUSTERDOWN that reply, the
+// reply of addr to args, may be, sending args again (on pooled
+// connections) until the reply is another, at most clusterMaxRedirects
+// times; it returns the last reply.
+func (cb *clusterBackend) follow(reply []byte, addr string, slot int, args [][]byte, resp3 bool) ([]byte, error) {
+	for try := 0; try < clusterMaxRedirects; try++ {
+		asking := false
 		if kind, s, to, ok := redirect(reply); ok {
 			if kind == "MOVED" {
 				cb.moved(s, to)
@@ -358,19 +409,119 @@ func (cb *clusterBackend) send(addr string, slot int, args [][]byte, resp3 bool)
 				asking = true
 			}
 			addr = to
-			continue
-		}
-		if retryable(reply) {
+		} else if retryable(reply) {
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 			if slot >= 0 {
-				if m, err := cb.current(); err == nil && m.owner[slot] != "" {
-					addr = m.owner[slot]
+				if m, err := cb.current(); err == nil && m.owner(slot) != "" {
+					addr = m.owner(slot)
 				}
 			}
+		} else {
+			return reply, nil
+		}
+		var err error
+		if reply, err = cb.sendOnce(addr, args, resp3, asking); err != nil {
+			return nil, err
+		}
+	}
+	return reply, nil
+}
+
+// clusterCall is one command for a primary of a cluster backend, and its
+// reply once run (clusterBackend.run).
+type clusterCall struct {
+	addr  string // the primary it goes to
+	slot  int    // its keys' slot, -1 for none
+	args  [][]byte
+	reply []byte // raw, the caller's to keep
+	err   error
+}
+
+// run runs calls on the nodes' shared connections (mux.go), as the single
+// backend runs plain commands: the calls bound for one node go out
+// together, in their order, in one write with other clients' commands,
+// and every node's at once; the proxy waits for all the replies. A reply
+// that is a MOVED, an ASK, a TRYAGAIN or a CLUSTERDOWN is then followed
+// (follow), one call after another in their order. A node's connection
+// that fails fails the calls on it not yet answered; they are not sent
+// again, as they may have run.
+//
+// So a call that meets a redirect runs after the other calls of the batch
+// on its node, even those after it: on one key that cannot be seen (a
+// MOVED answers every call of the slot, an ASK every call on a key the
+// node no longer has), but a TRYAGAIN of a multi-key command during a
+// migration lets the calls after it on its keys run first, as with a
+// cluster-aware client's pipeline (docs/commands.md).
+func (cb *clusterBackend) run(calls []clusterCall, resp3 bool) {
+	type part struct {
+		addr string
+		at   []int // indexes in calls
+		cmds []redcon.Command
+		r    muxReq
+		err  error
+	}
+	var parts []*part
+	for i := range calls {
+		var p *part
+		for _, q := range parts {
+			if q.addr == calls[i].addr {
+				p = q
+				break
+			}
+		}
+		if p == nil {
+			p = &part{addr: calls[i].addr, at: make([]int, 0, len(calls)), cmds: make([]redcon.Command, 0, len(calls))}
+			parts = append(parts, p)
+		}
+		p.at = append(p.at, i)
+		p.cmds = append(p.cmds, redcon.Command{Args: calls[i].args})
+	}
+	for _, p := range parts {
+		n := cb.node(p.addr)
+		pool := n.mux
+		if resp3 {
+			pool = n.mux3
+		}
+		p.err = pool.start(&p.r, p.cmds)
+	}
+	for _, p := range parts {
+		if p.err != nil {
+			for _, at := range p.at {
+				calls[at].err = errBackendUnreachable
+			}
+			cb.askRefresh()
 			continue
 		}
-		return reply, nil
+		out, got, err := p.r.wait()
+		prev := 0
+		for j, at := range p.at {
+			if j >= got {
+				calls[at].err = err
+				if err == nil {
+					calls[at].err = errMuxClosed
+				}
+				continue
+			}
+			calls[at].reply = out[prev:p.r.ends[j]:p.r.ends[j]]
+			prev = p.r.ends[j]
+		}
+		if err != nil {
+			cb.askRefresh()
+		}
 	}
+	for i := range calls {
+		c := &calls[i]
+		if c.err == nil && (len(c.reply) > 0 && c.reply[0] == '-') {
+			c.reply, c.err = cb.follow(c.reply, c.addr, c.slot, c.args, resp3)
+		}
+	}
+}
+
+// runOne is run for one command.
+func (cb *clusterBackend) runOne(addr string, slot int, args [][]byte, resp3 bool) ([]byte, error) {
+	calls := []clusterCall{{addr: addr, slot: slot, args: args}}
+	cb.run(calls, resp3)
+	return calls[0].reply, calls[0].err
 }
 
 // sendOnce runs one command on addr (after ASKING when asking), on a

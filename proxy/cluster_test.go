@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -40,6 +43,9 @@ func TestClusterBackend(t *testing.T) {
 	t.Run("like_redis", func(t *testing.T) { flush(t); clusterLikeRedis(t, e, cl) })
 	t.Run("refusals", func(t *testing.T) { clusterRefusals(t, e) })
 	t.Run("lock_mirror_by_slot", func(t *testing.T) { flush(t); clusterLockMirror(t, e, cl) })
+	t.Run("info_of_every_primary", func(t *testing.T) { flush(t); clusterInfoSummed(t, e, cl) })
+	t.Run("pipelined_clients", func(t *testing.T) { flush(t); clusterPipelined(t, e) })
+	t.Run("refused_then_moved_tx", func(t *testing.T) { flush(t); clusterRefusedThenMoved(t, e, cl) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
 
@@ -279,14 +285,17 @@ func clusterLockMirror(t *testing.T, e *env, cl *redistest.Cluster) {
 	}
 }
 
-// Slots move from one primary to another while a client sends commands
-// through the proxy: no MOVED or ASK reaches it, no command fails, and
-// every value is kept.
+// Slots move from one primary to another while clients send commands
+// through the proxy, one at a time and pipelined: no MOVED or ASK reaches
+// them, no command fails, and every value is kept.
 func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 	ctx := context.Background()
 	const n = 300
 	for i := range n {
 		if err := e.c.Set(ctx, fmt.Sprintf("r:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Set(ctx, fmt.Sprintf("rp:%d", i), i, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -302,6 +311,39 @@ func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 	var wg sync.WaitGroup
 	var ops atomic.Int64
 	errs := make(chan error, 16)
+	// A fifth client pipelines INCR, GET and DECR of eight keys of its
+	// own (rp:…, in many slots) at a time: each reply in its order.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := e.client()
+		defer c.Close()
+		for i := 0; !stop.Load(); i = (i + 8) % n {
+			pipe := c.Pipeline()
+			var incrs []*redis.IntCmd
+			var gets []*redis.StringCmd
+			for j := range 8 {
+				k := fmt.Sprintf("rp:%d", (i+j)%n)
+				incrs = append(incrs, pipe.Incr(ctx, k))
+				gets = append(gets, pipe.Get(ctx, k))
+				pipe.Decr(ctx, k)
+			}
+			_, err := pipe.Exec(ctx)
+			for j := range 8 {
+				if want := (i+j)%n + 1; err == nil && (incrs[j].Val() != int64(want) || gets[j].Val() != fmt.Sprint(want)) {
+					err = fmt.Errorf("pipelined INCR, GET of rp:%d: %d, %q, want %d", (i+j)%n, incrs[j].Val(), gets[j].Val(), want)
+				}
+			}
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			ops.Add(24)
+		}
+	}()
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -364,6 +406,9 @@ func clusterResharding(t *testing.T, e *env, cl *redistest.Cluster) {
 		if v, err := e.c.Get(ctx, fmt.Sprintf("r:%d", i)).Int(); err != nil || v != i {
 			t.Fatalf("r:%d after the resharding: %d %v", i, v, err)
 		}
+		if v, err := e.c.Get(ctx, fmt.Sprintf("rp:%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("rp:%d after the resharding: %d %v", i, v, err)
+		}
 	}
 	t.Logf("%d commands during the resharding; %d of %d keys moved to another primary", ops.Load(), moved, n)
 }
@@ -419,5 +464,147 @@ func clusterRefusals(t *testing.T, e *env) {
 	m, err := sub.ReceiveMessage(context.Background())
 	if err != nil || m.Payload != "hi" {
 		t.Fatalf("message: %v %v", m, err)
+	}
+}
+
+// INFO's Keyspace and Stats through the proxy describe the whole cluster:
+// each field summed over every primary, not the first primary's alone.
+func clusterInfoSummed(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	const n = 30
+	for i := range n {
+		var ttl time.Duration
+		if i%3 == 0 {
+			ttl = time.Hour
+		}
+		if err := e.c.Set(ctx, fmt.Sprintf("i:%d", i), "v", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		e.c.Get(ctx, fmt.Sprintf("i:%d", i))        // hits
+		e.c.Exists(ctx, fmt.Sprintf("i:none%d", i)) // misses
+	}
+	field := func(info, name string) string {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	info, err := e.c.Info(ctx, "keyspace", "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := field(info, "db0"); !strings.HasPrefix(got, fmt.Sprintf("keys=%d,expires=%d,", n, n/3)) {
+		t.Fatalf("INFO keyspace through the proxy: db0:%s, want keys=%d,expires=%d", got, n, n/3)
+	}
+	for _, stat := range []string{"keyspace_hits", "keyspace_misses"} {
+		sum, most := 0, 0
+		for _, node := range cl.Nodes {
+			v, _ := strconv.Atoi(node.InfoField("stats", stat))
+			sum += v
+			most = max(most, v)
+		}
+		got, _ := strconv.Atoi(field(info, stat))
+		if got != sum || sum <= most {
+			t.Fatalf("%s through the proxy: %d; summed over the primaries %d, the most of one %d", stat, got, sum, most)
+		}
+	}
+}
+
+// Many clients pipeline commands on keys of every slot at once: each gets
+// its replies, in its order, as a single Redis would answer them.
+func clusterPipelined(t *testing.T, e *env) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := e.client()
+			defer c.Close()
+			for round := range 20 {
+				pipe := c.Pipeline()
+				var cmds []redis.Cmder
+				for i := range 24 {
+					k := fmt.Sprintf("p:%d:%d", w, i/4) // the same in each four
+					switch i % 4 {
+					case 0:
+						cmds = append(cmds, pipe.Set(ctx, k, fmt.Sprint(round, i), 0))
+					case 1:
+						cmds = append(cmds, pipe.Get(ctx, k))
+					case 2:
+						cmds = append(cmds, pipe.Incr(ctx, fmt.Sprintf("p:%d:n", w)))
+					case 3:
+						cmds = append(cmds, pipe.MGet(ctx, k, fmt.Sprintf("p:%d:%d", w, (i/4+1)%6)))
+					}
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					errs <- err
+					return
+				}
+				for i, cmd := range cmds {
+					var err error
+					switch i % 4 {
+					case 1:
+						if v := cmd.(*redis.StringCmd).Val(); v != fmt.Sprint(round, i-1) {
+							err = fmt.Errorf("GET after SET in one pipeline: %q, want %q", v, fmt.Sprint(round, i-1))
+						}
+					case 2:
+						if v := cmd.(*redis.IntCmd).Val(); v != int64(round*6+i/4+1) {
+							err = fmt.Errorf("INCR %d in order: %d, want %d", i, v, round*6+i/4+1)
+						}
+					case 3:
+						if v := cmd.(*redis.SliceCmd).Val(); len(v) != 2 || v[0] != fmt.Sprint(round, i-3) {
+							err = fmt.Errorf("MGET after SET in one pipeline: %q", v)
+						}
+					}
+					if err != nil {
+						errs <- fmt.Errorf("client %d, round %d: %w", w, round, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A transaction in which the node refused to queue a command aborts at
+// EXEC, as on Redis, also when a later command moves it to another
+// primary, where it is sent again without the refused command; and an
+// UNWATCH queued in it is sent again with it.
+func clusterRefusedThenMoved(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	first := slices.Min(cl.Addrs()) // where MULTI opens: the first primary by address
+	k := ""
+	for i := 0; k == ""; i++ {
+		if c := fmt.Sprintf("tx:%d", i); cl.Owner(c).Addr != first {
+			k = c
+		}
+	}
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	for _, step := range [][]string{
+		{"MULTI", "+OK"}, {"INCR", "-ERR wrong number of arguments"}, {"SET", k, "v", "+QUEUED"},
+		{"EXEC", "-EXECABORT"},
+		{"MULTI", "+OK"}, {"UNWATCH", "+QUEUED"}, {"SET", k, "w", "+QUEUED"}, {"EXEC", "*2\r\n+OK\r\n+OK"},
+	} {
+		cmd, want := step[:len(step)-1], step[len(step)-1]
+		if got := p.do(t, cmd...); !strings.HasPrefix(got, want) {
+			t.Fatalf("%q: %q, want %q…", cmd, got, want)
+		}
+		if cmd[0] == "EXEC" && want == "-EXECABORT" {
+			if n := e.c.Exists(ctx, k).Val(); n != 0 {
+				t.Fatalf("the SET of the aborted transaction ran: EXISTS %s = %d", k, n)
+			}
+		}
 	}
 }

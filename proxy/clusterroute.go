@@ -90,18 +90,55 @@ func slotOf(keys [][]byte) int {
 	return slot
 }
 
+// clusterVia is how the commands that one client command makes reach the
+// primaries: on pooled connections, a round trip each (send), or on the
+// nodes' shared connections, pipelined with other clients' (run), as the
+// single backend sends a plain command (forward, forwardShared).
+type clusterVia struct {
+	cb     *clusterBackend
+	resp3  bool // RESP3 connections
+	shared bool // the shared connections
+}
+
+// one runs one command on addr (for slot, -1 for none).
+func (v clusterVia) one(addr string, slot int, args [][]byte) ([]byte, error) {
+	if v.shared {
+		return v.cb.runOne(addr, slot, args, v.resp3)
+	}
+	return v.cb.send(addr, slot, args, v.resp3)
+}
+
+// all runs calls at once.
+func (v clusterVia) all(calls []clusterCall) {
+	if v.shared {
+		v.cb.run(calls, v.resp3)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &calls[i]
+			c.reply, c.err = v.cb.send(c.addr, c.slot, c.args, v.resp3)
+		}()
+	}
+	wg.Wait()
+}
+
+// fanOutCommands run on every primary (fanOut).
+var fanOutCommands = map[string]bool{"dbsize": true, "keys": true, "scan": true, "flushdb": true, "flushall": true, "randomkey": true, "info": true}
+
 // clusterDo runs one command (args) on the cluster backend and returns its
-// raw reply, in RESP3 when resp3.
-func (s *Server) clusterDo(args [][]byte, resp3 bool) ([]byte, error) {
-	cb := s.cl
-	m, err := cb.current()
+// raw reply.
+func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
+	m, err := s.cl.current()
 	if err != nil {
 		return nil, err
 	}
 	name := strings.ToLower(string(args[0]))
-	switch name {
-	case "dbsize", "keys", "scan", "flushdb", "flushall", "randomkey":
-		return s.fanOut(m, name, args, resp3)
+	if fanOutCommands[name] {
+		return s.fanOut(m, name, args, v)
 	}
 	keys, err := s.clusterKeys(name, args)
 	if err != nil {
@@ -112,19 +149,23 @@ func (s *Server) clusterDo(args [][]byte, resp3 bool) ([]byte, error) {
 		// On the node the proxy's subscriptions are on (the first
 		// seed): its count is theirs. The cluster passes the message to
 		// every node's subscribers.
-		return cb.send(s.be.addr, -1, args, resp3)
-	case slot == -1:
-		return cb.send(m.primaries[0], -1, args, resp3)
-	case slot >= 0:
-		addr := m.owner[slot]
-		if addr == "" {
-			addr = m.primaries[0] // it answers CLUSTERDOWN, or MOVED
-		}
-		return cb.send(addr, slot, args, resp3)
+		return v.one(s.be.addr, -1, args)
+	case slot >= -1:
+		return v.one(m.addrOf(slot), slot, args)
 	case splitCommands[name]:
-		return s.splitDo(name, args, resp3)
+		return s.splitDo(m, name, args, v)
 	}
 	return []byte(errCrossSlot), nil
+}
+
+// addrOf is the primary a command for slot goes to: its owner, and the
+// first primary for a keyless command (-1) or a slot none serves (which
+// answers CLUSTERDOWN, or MOVED).
+func (m *clusterMap) addrOf(slot int) string {
+	if slot >= 0 && m.owner(slot) != "" {
+		return m.owner(slot)
+	}
+	return m.primaries[0]
 }
 
 // slotPart is the part of a split command for one slot: the positions of
@@ -140,7 +181,7 @@ type slotPart struct {
 // the order of its keys, MSET's OK, the others' counts summed. The first
 // error answered by a part is the reply (the other parts ran: MSET and
 // DEL are not atomic across slots, as on a cluster-aware client).
-func (s *Server) splitDo(name string, args [][]byte, resp3 bool) ([]byte, error) {
+func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
 	step := 1
 	if name == "mset" {
 		step = 2
@@ -161,28 +202,17 @@ func (s *Server) splitDo(name string, args [][]byte, resp3 bool) ([]byte, error)
 		p.at = append(p.at, i)
 		p.args = append(p.args, args[i:i+step]...)
 	}
-	replies := make([][]byte, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
+	calls := make([]clusterCall, len(parts))
 	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m, err := s.cl.current()
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			addr := m.owner[p.slot]
-			if addr == "" {
-				addr = m.primaries[0]
-			}
-			replies[i], errs[i] = s.cl.send(addr, p.slot, p.args, resp3)
-		}()
+		calls[i] = clusterCall{addr: m.addrOf(p.slot), slot: p.slot, args: p.args}
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	v.all(calls)
+	replies := make([][]byte, len(parts))
+	for i, c := range calls {
+		if c.err != nil {
+			return nil, c.err
+		}
+		replies[i] = c.reply
 	}
 	for _, r := range replies {
 		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
@@ -225,15 +255,14 @@ func (s *Server) splitDo(name string, args [][]byte, resp3 bool) ([]byte, error)
 // joined, FLUSHDB and FLUSHALL on each (the first error, else OK),
 // RANDOMKEY from the primaries in random order until one has a key, SCAN
 // one primary after another (scanCursor).
-func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, resp3 bool) ([]byte, error) {
-	cb := s.cl
+func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
 	switch name {
 	case "scan":
-		return s.clusterScan(m, args, resp3)
+		return s.clusterScan(m, args, v)
 	case "randomkey":
 		var last []byte
 		for _, i := range rand.Perm(len(m.primaries)) {
-			r, err := cb.send(m.primaries[i], -1, args, resp3)
+			r, err := v.one(m.primaries[i], -1, args)
 			if err != nil {
 				return nil, err
 			}
@@ -244,19 +273,17 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, resp3 bool) (
 		}
 		return last, nil
 	}
-	replies := make([][]byte, len(m.primaries))
-	errs := make([]error, len(m.primaries))
-	var wg sync.WaitGroup
+	calls := make([]clusterCall, len(m.primaries))
 	for i, addr := range m.primaries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = cb.send(addr, -1, args, resp3)
-		}()
+		calls[i] = clusterCall{addr: addr, slot: -1, args: args}
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	v.all(calls)
+	replies := make([][]byte, len(calls))
+	for i, c := range calls {
+		if c.err != nil {
+			return nil, c.err
+		}
+		replies[i] = c.reply
 	}
 	for _, r := range replies {
 		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
@@ -286,6 +313,8 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, resp3 bool) (
 			out = append(out, e...)
 		}
 		return out, nil
+	case "info":
+		return mergeInfo(replies, v.resp3)
 	}
 	return replies[0], nil // flushes: OK
 }
@@ -299,9 +328,9 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, resp3 bool) (
 // scan, is answered "ERR invalid cursor" or loses SCAN's guarantees.
 const scanNodeBits = 10
 
-func (s *Server) clusterScan(m *clusterMap, args [][]byte, resp3 bool) ([]byte, error) {
+func (s *Server) clusterScan(m *clusterMap, args [][]byte, v clusterVia) ([]byte, error) {
 	if len(args) < 2 {
-		return s.cl.send(m.primaries[0], -1, args, resp3) // its error
+		return v.one(m.primaries[0], -1, args) // its error
 	}
 	c, err := strconv.ParseUint(string(args[1]), 10, 64)
 	node := int(c & (1<<scanNodeBits - 1))
@@ -309,7 +338,7 @@ func (s *Server) clusterScan(m *clusterMap, args [][]byte, resp3 bool) ([]byte, 
 		return []byte("-ERR invalid cursor\r\n"), nil
 	}
 	a := append([][]byte{args[0], []byte(strconv.FormatUint(c>>scanNodeBits, 10))}, args[2:]...)
-	r, err := s.cl.send(m.primaries[node], -1, a, resp3)
+	r, err := v.one(m.primaries[node], -1, a)
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +346,8 @@ func (s *Server) clusterScan(m *clusterMap, args [][]byte, resp3 bool) ([]byte, 
 	if !ok || len(elems) != 2 {
 		return r, nil // an error
 	}
-	v, _ := wire.ParseValue(elems[0])
-	cs, _ := v.(string)
+	cv, _ := wire.ParseValue(elems[0])
+	cs, _ := cv.(string)
 	next, err := strconv.ParseUint(cs, 10, 64)
 	if err != nil || next >= 1<<(64-scanNodeBits) {
 		return []byte("-ERR redlock-proxy: a cluster node's SCAN cursor is too large to encode\r\n"), nil
@@ -335,11 +364,11 @@ func (s *Server) clusterScan(m *clusterMap, args [][]byte, resp3 bool) ([]byte, 
 	return append(b, elems[1]...), nil
 }
 
-// clusterForward passes one command through to the cluster backend and
-// writes its reply.
+// clusterForward passes one command through to the cluster backend, on
+// pooled connections, and writes its reply.
 func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
 	s.m.Passthrough.Inc()
-	reply, err := s.clusterDo(args, st != nil && st.proto == 3)
+	reply, err := s.clusterDo(args, clusterVia{cb: s.cl, resp3: st != nil && st.proto == 3})
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough command failed")
 		c.WriteError("ERR redlock-proxy: passthrough backend failed")
@@ -349,71 +378,80 @@ func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
 }
 
 // clusterBatch passes a batch of plain commands through to the cluster
-// backend, each to its primary, their replies written in order; where the
-// backend holds data beside the locks, a GET of a lock key it answers nil
-// is answered by the quorum (writeBatched).
+// backend, their replies written in order, as forwardShared does on one
+// backend: the commands with keys of one slot go to its primary on the
+// node's shared connection (clusterBackend.run), those of the batch bound
+// for one node together, in their order, every node's at once, in turns
+// of at most muxMaxBatch commands (whose replies are held at once). A
+// command without keys, with keys of several slots (split or refused) or
+// run on every primary (DBSIZE, SCAN, FLUSHALL…) may act on any key: it
+// runs alone, after the commands before it are answered and before those
+// after it are sent. Where the backend holds data beside the locks, a GET
+// of a lock key it answers nil is answered by the quorum (writeBatched).
 func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command) {
 	s.m.Passthrough.Add(float64(len(batch)))
-	replies := make([][]byte, len(batch))
-	errs := make([]error, len(batch))
-	var wg sync.WaitGroup
-	// Each command of the batch at once: they are independent (plain
-	// passthrough), and a client that pipelines expects their effects in
-	// order only on the same key, which the same primary keeps in order
-	// only if sent in order. So commands on the same slot run in order,
-	// one goroutine per slot.
-	bySlot := map[int][]int{}
-	var order []int
+	v := clusterVia{cb: s.cl, resp3: st != nil && st.proto == 3, shared: true}
+	m, err := s.cl.current()
+	if err != nil {
+		for _, cmd := range batch {
+			s.clusterReply(c, st, cmd.Args, nil, err)
+		}
+		return
+	}
+	calls := make([]clusterCall, 0, min(len(batch), muxMaxBatch))
+	first := 0 // calls[0]'s place in batch
+	flush := func() {
+		if len(calls) == 0 {
+			return
+		}
+		s.cl.run(calls, v.resp3)
+		for j, call := range calls {
+			s.clusterReply(c, st, batch[first+j].Args, call.reply, call.err)
+		}
+		clear(calls)
+		calls = calls[:0]
+	}
 	for i, cmd := range batch {
-		keys, err := s.clusterKeys(strings.ToLower(string(cmd.Args[0])), cmd.Args)
-		sl := slotOf(keys)
-		if err != nil || sl < 0 {
-			sl = -1 // keyless and cross-slot commands in one sequence of their own
+		name := strings.ToLower(string(cmd.Args[0]))
+		keys, err := s.clusterKeys(name, cmd.Args)
+		slot := slotOf(keys)
+		if err != nil || slot < 0 || fanOutCommands[name] {
+			flush()
+			reply, err := s.clusterDo(cmd.Args, v)
+			s.clusterReply(c, st, cmd.Args, reply, err)
+			continue
 		}
-		if _, ok := bySlot[sl]; !ok {
-			order = append(order, sl)
+		if len(calls) == muxMaxBatch {
+			flush()
 		}
-		bySlot[sl] = append(bySlot[sl], i)
-	}
-	if len(order) > 1 {
-		// Commands on several slots: the keyless ones and those of
-		// several slots (a DEL across slots, FLUSHDB) may act on any key:
-		// keep the whole batch in order.
-		if _, mixedKeys := bySlot[-1]; mixedKeys {
-			bySlot, order = map[int][]int{-1: nil}, []int{-1}
-			for i := range batch {
-				bySlot[-1] = append(bySlot[-1], i)
-			}
+		if len(calls) == 0 {
+			first = i
 		}
+		calls = append(calls, clusterCall{addr: m.addrOf(slot), slot: slot, args: cmd.Args})
 	}
-	resp3 := st != nil && st.proto == 3
-	for _, sl := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, i := range bySlot[sl] {
-				replies[i], errs[i] = s.clusterDo(batch[i].Args, resp3)
-			}
-		}()
-	}
-	wg.Wait()
-	for i, cmd := range batch {
-		switch {
-		case errs[i] != nil:
-			s.log.Warn().Err(errs[i]).Msg("passthrough command failed")
-			c.WriteError("ERR redlock-proxy: passthrough backend failed")
-		case s.mixed() && isNilReply(replies[i]) && len(cmd.Args) == 2 && s.isLockKey(cmd.Args[1]) && lookup(cmd.Args[0]) != nil && lookup(cmd.Args[0]).name == "get":
-			s.quorumGet(st, c, cmd.Args)
-		default:
-			c.WriteRaw(replies[i])
-		}
-	}
+	flush()
 	handOver(c)
 }
 
-// clusterValue is backendValue on a cluster backend.
-func (s *Server) clusterValue(args [][]byte) (any, error) {
-	raw, err := s.clusterDo(args, false)
+// clusterReply writes the reply of a plain command passed through to the
+// cluster backend (err: it failed); in mixed mode, a GET of a lock key
+// that the backend answers nil is answered by the quorum.
+func (s *Server) clusterReply(c redcon.Conn, st *client, args [][]byte, reply []byte, err error) {
+	switch {
+	case err != nil:
+		s.log.Warn().Err(err).Msg("passthrough command failed")
+		c.WriteError("ERR redlock-proxy: passthrough backend failed")
+	case s.mixed() && isNilReply(reply) && len(args) == 2 && s.isLockKey(args[1]) && lookup(args[0]) != nil && lookup(args[0]).name == "get":
+		s.quorumGet(st, c, args)
+	default:
+		c.WriteRaw(reply)
+	}
+}
+
+// clusterValue is backendValue on a cluster backend, in RESP2; shared: on
+// the nodes' shared connections (backendShared).
+func (s *Server) clusterValue(args [][]byte, shared bool) (any, error) {
+	raw, err := s.clusterDo(args, clusterVia{cb: s.cl, shared: shared})
 	if err != nil {
 		return nil, err
 	}

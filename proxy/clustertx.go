@@ -101,10 +101,10 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		}
 		switch {
 		case target != "":
-		case slot >= 0 && m.owner[slot] != "":
-			target = m.owner[slot]
-		case tx.slot >= 0 && m.owner[tx.slot] != "":
-			target = m.owner[tx.slot]
+		case slot >= 0 && m.owner(slot) != "":
+			target = m.owner(slot)
+		case tx.slot >= 0 && m.owner(tx.slot) != "":
+			target = m.owner(tx.slot)
 		}
 		if st.pinned != nil && target != "" && st.pinned.home.addr != target {
 			if tx.watching {
@@ -173,13 +173,15 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			tx.multi, tx.queued = true, nil
 		case name == "exec" || name == "discard":
 			tx.multi, tx.watching, tx.slot, tx.queued = false, false, -1, nil
-		case name == "unwatch":
-			tx.watching = tx.multi
-			if !tx.multi && !tx.watching {
-				tx.slot = -1
-			}
+		case name == "unwatch" && !tx.multi: // in MULTI it is queued
+			tx.watching, tx.slot = false, -1
 		case name == "watch" && ok:
 			tx.watching, tx.slot = true, slot
+		case tx.multi && name != "watch" && len(reply) > 0 && reply[0] == '-':
+			// The node refused to queue it and will abort the
+			// transaction at EXEC; a transaction sent again to another
+			// primary (replayTx) would not know: the proxy aborts it.
+			st.dirty = true
 		case tx.multi && bytes.HasPrefix(reply, []byte("+QUEUED")):
 			q := make([][]byte, len(args))
 			for i, a := range args {

@@ -94,7 +94,7 @@ func (s *Server) movableKeys(args [][]byte) ([][]byte, error) {
 // backend would make the caller wait twice).
 func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 	if s.cl != nil {
-		return s.clusterValue(args) // clusterroute.go
+		return s.clusterValue(args, false) // clusterroute.go
 	}
 	be := s.dbOf(st).be
 	bc, err := be.get()

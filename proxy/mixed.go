@@ -343,7 +343,7 @@ var sharedReqs = sync.Pool{New: func() any { return new(muxReq) }}
 // dialled and closed for each).
 func (s *Server) backendShared(st *client, args [][]byte) (any, error) {
 	if s.cl != nil {
-		return s.clusterValue(args)
+		return s.clusterValue(args, true)
 	}
 	r := sharedReqs.Get().(*muxReq)
 	defer sharedReqs.Put(r)

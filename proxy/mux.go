@@ -276,19 +276,34 @@ func (p *muxPool) do(r *muxReq, cmds []redcon.Command) (out []byte, got int, err
 	if r == nil {
 		r = new(muxReq)
 	}
+	if err := p.start(r, cmds); err != nil {
+		return nil, 0, err
+	}
+	return r.wait()
+}
+
+// start submits a batch of commands on a shared connection, r its request,
+// without waiting for the replies: r.wait does. Batches started on several
+// pools (the nodes of a cluster backend) are then in flight at once.
+func (p *muxPool) start(r *muxReq, cmds []redcon.Command) error {
 	r.reset(cmds)
 	for try := 0; ; try++ {
 		m, err := p.get()
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
 		if m.submit(r) {
-			break
+			return nil
 		}
 		if try > 0 {
-			return nil, 0, errMuxClosed
+			return errMuxClosed
 		}
 	}
+}
+
+// wait waits for the replies of the batch started with r: as do returns
+// them.
+func (r *muxReq) wait() (out []byte, got int, err error) {
 	<-r.done
 	r.cmds = nil // they point into the client's input
 	return r.out[:r.end], r.got, r.err

@@ -27,6 +27,20 @@ import (
 // command that is not a lock operation to a lock key: what the proxy
 // refuses there is tested on its own (boundary_test.go).
 //
+// With a Redis Cluster as the backend (the cluster_backend
+// configurations) the reference is still one plain redis-server, not a
+// Redis Cluster: what the proxy promises is to answer as one Redis does,
+// and a cluster as the reference would need a cluster-aware client in
+// between, with redirects and pipelines of its own. For the comparison to
+// be fair, nothing the cluster itself refuses is drawn: half the sequences
+// confine their keys to one slot with a {hash tag} in each (every command
+// then runs as on one Redis, transactions and commands on several keys
+// among them), the other half spread their keys over the slots and draw
+// no command on several keys but those the proxy splits by slot (MGET,
+// MSET, DEL, UNLINK, EXISTS, TOUCH), and no transaction; SELECT is never
+// drawn. What the cluster refuses (CROSSSLOT, SELECT n) is compared in
+// TestClusterBackend.
+//
 // Seed printed and replayable; a short form in the suite, a long one with
 // -transparency.duration:
 //
@@ -46,17 +60,23 @@ func TestTransparency(t *testing.T) {
 		seed = time.Now().UnixNano() % 1e9
 	}
 	for _, c := range []struct {
-		name   string
-		voting bool
-		every  bool // every key a lock key: locks taken on data keys too
+		name    string
+		voting  bool
+		every   bool // every key a lock key: locks taken on data keys too
+		cluster bool // the backend a Redis Cluster of three primaries
 	}{
-		{"prefix_voting_backend", true, false},
-		{"prefix_own_backend", false, false},
-		{"every_key_own_backend", false, true},
+		{"prefix_voting_backend", true, false, false},
+		{"prefix_own_backend", false, false, false},
+		{"every_key_own_backend", false, true, false},
+		{"prefix_cluster_backend", false, false, true},
+		{"every_key_cluster_backend", false, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var own string
-			if !c.voting {
+			switch {
+			case c.cluster:
+				own = "cluster://" + strings.Join(redistest.StartCluster(t, 3, 0).Addrs(), ",")
+			case !c.voting:
 				own = ownBackend(t)
 			}
 			keys := []string{"lock:*"}
@@ -71,7 +91,17 @@ func TestTransparency(t *testing.T) {
 			sequences, commands, allowed := 0, 0, map[string]int{}
 			names := map[string]bool{}
 			for sequences == 0 || time.Now().Before(deadline) || sequences < shortSequences {
-				seq := newSequence(rng, fmt.Sprintf("%s:%d", c.name, sequences), c.every, c.voting)
+				g := gen{prefix: fmt.Sprintf("%s:%d", c.name, sequences), dual: c.every, voting: c.voting}
+				if c.cluster {
+					// Half the sequences in one slot, half across slots.
+					g.cluster = true
+					if sequences%2 == 0 {
+						g.prefix = "{" + g.prefix + "}"
+					} else {
+						g.slots = true
+					}
+				}
+				seq := newSequence(rng, g)
 				n, why := compareSequence(t, e.addr, plain, seq, c.voting)
 				if why != "" {
 					allowed[why]++
@@ -103,9 +133,9 @@ type sequence struct {
 }
 
 // newSequence draws a sequence over keys unique to it (data keys "t:…"
-// and lock keys "lock:…").
-func newSequence(rng *rand.Rand, prefix string, dual, voting bool) sequence {
-	g := &gen{rng: rng, prefix: prefix, dual: dual, voting: voting}
+// and lock keys "lock:…"), with the options of g.
+func newSequence(rng *rand.Rand, g gen) sequence {
+	g.rng = rng
 	s := sequence{resp3: rng.Intn(3) == 0}
 	for range 60 + rng.Intn(60) {
 		s.cmds = append(s.cmds, g.commands()...)
@@ -166,7 +196,7 @@ func compareSequence(t *testing.T, proxyAddr, plainAddr string, seq sequence, vo
 		if why := allowedDifference(cmd, got, want, voting); why != "" {
 			return i + 1, why
 		}
-		t.Errorf("command %d %q (resp3 %v, pipelined %v):\nproxy %q\nRedis %q\nthe sequence's commands on its key before it:%s", i, cmd, seq.resp3, seq.chunks != nil, got, want, before(seq.cmds[:i], cmd))
+		t.Errorf("command %d %q (resp3 %v, pipelined %v):\nproxy %q\nRedis %q\nthe sequence's commands on its key before it:%s\nthe commands just before it: %q", i, cmd, seq.resp3, seq.chunks != nil, got, want, before(seq.cmds[:i], cmd), seq.cmds[max(0, i-6):i])
 		return i + 1, ""
 	}
 	return len(seq.cmds), ""
@@ -336,6 +366,11 @@ type gen struct {
 	prefix string
 	dual   bool // lock operations on data keys too (every key a lock key)
 	voting bool // a voting backend: scripts of its own are refused there, and seldom drawn
+	// A Redis Cluster backend: no SELECT (the cluster refuses it); with
+	// slots, keys in many slots (the prefix has no {hash tag}), so no
+	// command on several keys but those split by slot, and no
+	// transaction (what a cluster refuses there is in cluster_test.go).
+	cluster, slots bool
 }
 
 func (g *gen) key(kind string) string {
@@ -363,13 +398,32 @@ func (g *gen) commands() [][]string {
 	if g.rng.Intn(6) == 0 {
 		return g.lockCommands()
 	}
-	if g.rng.Intn(15) == 0 {
+	if g.rng.Intn(15) == 0 && !g.slots {
 		return g.transaction()
 	}
-	if g.rng.Intn(30) == 0 {
+	if g.rng.Intn(30) == 0 && !g.cluster {
 		return [][]string{{"SELECT", strconv.Itoa(g.rng.Intn(4))}}
 	}
 	return [][]string{g.dataCommand()}
+}
+
+// splitByProxy are the commands the proxy splits by slot on a cluster
+// backend (clusterroute.go).
+var splitByProxy = map[string]bool{"MGET": true, "MSET": true, "DEL": true, "UNLINK": true, "EXISTS": true, "TOUCH": true}
+
+// manySlots reports whether cmd names data keys that may be in different
+// slots and is not split by the proxy.
+func manySlots(cmd []string) bool {
+	if splitByProxy[cmd[0]] {
+		return false
+	}
+	var keys []string
+	for _, a := range cmd[1:] {
+		if strings.HasPrefix(a, "t:") && !slices.Contains(keys, a) {
+			keys = append(keys, a)
+		}
+	}
+	return len(keys) > 1
 }
 
 func (g *gen) lockCommands() [][]string {
@@ -483,6 +537,9 @@ func (g *gen) dataCommand() []string {
 	}
 	for {
 		cmd := all[g.rng.Intn(len(all))]
+		if g.slots && manySlots(cmd) {
+			continue
+		}
 		if !g.voting || cmd[0] != "EVAL" || g.rng.Intn(10) == 0 {
 			return cmd
 		}

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the randomized differential test of transparency for as long as
 # asked (proxy/transparency_test.go): the same random command sequences to
-# a plain redis-server and through the proxy, compared reply for reply.
+# a plain redis-server and through the proxy, compared reply for reply, in
+# each of its configurations in turn (the duration is each one's): voting
+# backend, backend of its own, every key a lock key, and the last two again
+# with a Redis Cluster of three primaries as the backend.
 #
 #   bash scripts/transparency.sh [duration] [seed]     # e.g. 10m; the default seed comes from the clock
 #
