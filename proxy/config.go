@@ -284,19 +284,8 @@ func (c *Config) Validate() error {
 	if err := checkAddr("proxy.listen", c.Proxy.Listen); err != nil {
 		return err
 	}
-	n := len(c.Redlock.Masters)
-	if n == 0 {
-		return errors.New("redlock.masters: at least one master is needed (3 or 5 recommended)")
-	}
-	seen := map[string]bool{}
-	for _, m := range c.Redlock.Masters {
-		if err := checkMaster(m); err != nil {
-			return err
-		}
-		if seen[m] {
-			return fmt.Errorf("redlock.masters: %q is listed twice", engine.Redact(m))
-		}
-		seen[m] = true
+	if err := checkMasters(c.Redlock.Masters); err != nil {
+		return err
 	}
 	if isClusterAddr(c.Proxy.Backend) {
 		if err := checkClusterBackend(c); err != nil { // cluster.go
@@ -327,7 +316,46 @@ func (c *Config) Validate() error {
 	if err := validateUsers(c.Proxy.Users); err != nil {
 		return err
 	}
-	r := c.Redlock
+	if err := c.checkRedlock(); err != nil {
+		return err
+	}
+	if err := c.checkProxyLimits(); err != nil {
+		return err
+	}
+	if c.Metrics.Listen != "" {
+		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {
+			return err
+		}
+	}
+	if _, err := lockscripts.Specs(c.Scripts); err != nil {
+		return err
+	}
+	return c.checkLogAndGuards()
+}
+
+// checkMasters checks redlock.masters: at least one, each well formed,
+// none twice.
+func checkMasters(masters []string) error {
+	if len(masters) == 0 {
+		return errors.New("redlock.masters: at least one master is needed (3 or 5 recommended)")
+	}
+	seen := map[string]bool{}
+	for _, m := range masters {
+		if err := checkMaster(m); err != nil {
+			return err
+		}
+		if seen[m] {
+			return fmt.Errorf("redlock.masters: %q is listed twice", engine.Redact(m))
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+// checkRedlock checks the settings of the lock algorithm (redlock.*), and
+// proxy.lease_ttl against redlock.max_lock_ttl.
+func (c *Config) checkRedlock() error {
+	r, n := c.Redlock, len(c.Redlock.Masters)
 	switch {
 	case r.Quorum != 0 && (r.Quorum <= n/2 || r.Quorum > n):
 		return fmt.Errorf("redlock.quorum: %d is not a majority of %d masters (want %d..%d, or 0 for %d)", r.Quorum, n, n/2+1, n, n/2+1)
@@ -355,6 +383,13 @@ func (c *Config) Validate() error {
 		return errors.New("redlock.clock_check: must not be negative")
 	case r.ClockJump.Duration < 0:
 		return errors.New("redlock.clock_jump: must not be negative")
+	}
+	return nil
+}
+
+// checkProxyLimits checks the proxy's timeouts, limits and modes (proxy.*).
+func (c *Config) checkProxyLimits() error {
+	switch {
 	case c.Proxy.PassthroughTimeout.Duration <= 0:
 		return errors.New("proxy.passthrough_timeout: must be positive")
 	case c.Proxy.MaxClients <= 0:
@@ -388,14 +423,11 @@ func (c *Config) Validate() error {
 	case c.Proxy.LockKeyCommands == "backend" && c.backendVotes():
 		return errors.New("proxy.lock_key_commands: \"backend\" would run commands on lock keys on a voting master (proxy.backend is empty or one of redlock.masters), where they read or change that master's copy of a lock alone; give the proxy a backend of its own (proxy.backend)")
 	}
-	if c.Metrics.Listen != "" {
-		if err := checkAddr("metrics.listen", c.Metrics.Listen); err != nil {
-			return err
-		}
-	}
-	if _, err := lockscripts.Specs(c.Scripts); err != nil {
-		return err
-	}
+	return nil
+}
+
+// checkLogAndGuards checks log.* and the names of the guards turned off.
+func (c *Config) checkLogAndGuards() error {
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
@@ -80,7 +81,8 @@ func TestMetricsAndHealth(t *testing.T) {
 	}
 }
 
-// Every metric the Grafana dashboard queries is one the proxy exports.
+// Every metric the Grafana dashboard queries is one the proxy exports, with
+// plain masters or with a voter given as a Sentinel group.
 func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	raw, err := os.ReadFile("../deploy/grafana/redlock-proxy.json")
 	if err != nil {
@@ -100,11 +102,27 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	must(e.do("EVAL", unlockSpellings[0], 1, e.key("k"), "t"))
 	must(e.do("EVAL", extendScript, 1, e.key("k"), "t", 1000))
 	_, body := httpGet(t, "http://"+e.srv.MetricsAddr().String()+"/metrics")
+	// The series of a voter given as a Sentinel group, from a second proxy
+	// whose first voter is one.
+	g := redistest.StartSentinels(t, "dash")
+	backend := redistest.Start(t)
+	es := newEnv(t, 3, func(c *proxy.Config) {
+		c.Metrics.Listen = "127.0.0.1:0"
+		c.Redlock.Masters[0] = g.URL()
+		c.Proxy.Backend = backend.Addr
+	})
+	var sentinelBody string
+	within(t, 20*time.Second, "/metrics shows the Sentinel group", func() bool {
+		_, sentinelBody = httpGet(t, "http://"+es.srv.MetricsAddr().String()+"/metrics")
+		return strings.Contains(sentinelBody, "redlock_proxy_master_sentinel_primary{")
+	})
 	name := regexp.MustCompile(`redlock_proxy_[A-Za-z0-9_]+`)
 	exported := func(m string) bool { // a series of exactly that name
-		for _, after := range []string{"{", " "} {
-			if strings.Contains(body, "\n"+m+after) || strings.HasPrefix(body, m+after) {
-				return true
+		for _, b := range []string{body, sentinelBody} {
+			for _, after := range []string{"{", " "} {
+				if strings.Contains(b, "\n"+m+after) || strings.HasPrefix(b, m+after) {
+					return true
+				}
 			}
 		}
 		return false

@@ -151,58 +151,21 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 		if f.state == fStart && b[i] == '*' {
 			// A whole well-formed command is passed on in one step.
 			if k := f.whole(b, i, end); k > 0 {
-				if w != i {
-					copy(b[w:], b[i:k])
-				}
-				w, i = w+k-i, k
+				w, i = moveDown(b, w, i, k), k
 				done()
 				continue
 			}
 		}
 		if f.state == fBody {
-			k := end - i
-			if int64(k) > f.body {
-				k = int(f.body)
-			}
-			if w != i {
-				copy(b[w:], b[i:i+k])
-			}
-			w, i, f.body, f.pending = w+k, i+k, f.body-int64(k), f.pending+int64(k)
-			if f.body == 0 {
-				f.state = fBodyCR
-			}
+			w, i = f.passBody(b, w, i, end)
 			continue
 		}
 		c := b[i]
 		i++
 		f.pending++
 		switch f.state {
-		case fStart, fLead:
-			switch {
-			case c == '*' && f.state == fStart:
-				put(c)
-				f.state, f.num, f.digits, f.cr = fCount, 0, 0, false
-			case c == ' ':
-				f.state = fLead
-			case c == '\r':
-				f.state = fLeadCR
-			case c == '\n':
-				f.state, f.pending = fStart, 0 // a blank line
-			default:
-				if c == '*' {
-					put(' ') // " *…" is inline; "*…" would not be
-				}
-				put(c)
-				f.state = fInline
-			}
-		case fLeadCR:
-			if c == '\n' {
-				f.state, f.pending = fStart, 0 // a blank line
-				break
-			}
-			put('\r') // the '\r' was part of the command
-			put(c)
-			f.state = fInline
+		case fStart, fLead, fLeadCR:
+			w = f.lineStart(b, w, c)
 		case fInline:
 			put(c)
 			if c == '\n' {
@@ -222,22 +185,8 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 				}
 				put(c)
 				f.cr = false
-				if f.state == fCount {
-					if f.num == 0 || f.num > f.lim.maxArgs {
-						return w, cut, bad
-					}
-					f.args, f.state = f.num, fBulkHead
-					break
-				}
-				if f.num > f.lim.maxBulk {
-					return w, cut, bad
-				}
-				if f.pending+f.num+2 > f.lim.maxQuery {
-					return w, cut, errQueryBuffer
-				}
-				f.body, f.state = f.num, fBody
-				if f.num == 0 {
-					f.state = fBodyCR
+				if err := f.headerEnd(bad); err != nil {
+					return w, cut, err
 				}
 			case c == '\r':
 				put(c)
@@ -284,6 +233,81 @@ func (f *inputFramer) scan(b []byte, w, i, end int) (int, int, error) {
 		}
 	}
 	return w, cut, nil
+}
+
+// moveDown moves b[i:k] down to b[w:] (w <= i) and returns the w after it.
+func moveDown(b []byte, w, i, k int) int {
+	if w != i {
+		copy(b[w:], b[i:k])
+	}
+	return w + k - i
+}
+
+// passBody passes on what of the current bulk's bytes is in b[i:end]
+// and returns the new w and i.
+func (f *inputFramer) passBody(b []byte, w, i, end int) (int, int) {
+	k := end - i
+	if int64(k) > f.body {
+		k = int(f.body)
+	}
+	w = moveDown(b, w, i, i+k)
+	f.body, f.pending = f.body-int64(k), f.pending+int64(k)
+	if f.body == 0 {
+		f.state = fBodyCR
+	}
+	return w, i + k
+}
+
+// lineStart takes the byte c at the start of a command, after the leading
+// spaces of an inline one or after a '\r' held back, and returns the new w.
+func (f *inputFramer) lineStart(b []byte, w int, c byte) int {
+	switch {
+	case c == '\n':
+		f.state, f.pending = fStart, 0 // a blank line
+		return w
+	case f.state == fLeadCR:
+		b[w] = '\r' // the '\r' was part of the command
+		w++
+	case c == '*' && f.state == fStart:
+		b[w] = c
+		f.state, f.num, f.digits, f.cr = fCount, 0, 0, false
+		return w + 1
+	case c == ' ':
+		f.state = fLead
+		return w
+	case c == '\r':
+		f.state = fLeadCR
+		return w
+	case c == '*':
+		b[w] = ' ' // " *…" is inline; "*…" would not be
+		w++
+	}
+	b[w] = c
+	f.state = fInline
+	return w + 1
+}
+
+// headerEnd checks the number of a count or length line that just ended
+// and moves on to the bulks or the bulk's bytes; bad is the line's error.
+func (f *inputFramer) headerEnd(bad error) error {
+	if f.state == fCount {
+		if f.num == 0 || f.num > f.lim.maxArgs {
+			return bad
+		}
+		f.args, f.state = f.num, fBulkHead
+		return nil
+	}
+	if f.num > f.lim.maxBulk {
+		return bad
+	}
+	if f.pending+f.num+2 > f.lim.maxQuery {
+		return errQueryBuffer
+	}
+	f.body, f.state = f.num, fBody
+	if f.num == 0 {
+		f.state = fBodyCR
+	}
+	return nil
 }
 
 // whole returns the end of the multibulk command that starts at b[i] when
