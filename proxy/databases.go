@@ -72,7 +72,7 @@ func (s *Server) database(n int) (d *database, reply string, err error) {
 	case len(r) > 0 && r[0] == '-':
 		return nil, string(trimCRLF(r[1:])), nil
 	}
-	rl, err := newEngine(s.cfg, s.log, s.creds, n)
+	rl, err := newEngine(&s.cfg, s.log, s.creds, n)
 	if err != nil {
 		return nil, "", err
 	}

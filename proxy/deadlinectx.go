@@ -74,9 +74,11 @@ func (c *deadlineCtx) Err() error {
 func (c *deadlineCtx) Value(any) any { return nil }
 
 // opContext bounds one quorum operation: every master has the node timeout,
-// retries add their delays; this is a backstop against a hang.
+// retries add their delays; this is a backstop against a hang. It reads
+// only fields no reload changes: a copy of the whole section would read the
+// credentials a Reload writes meanwhile.
 func (s *Server) opContext() (context.Context, context.CancelFunc) {
-	r := s.cfg.Redlock
+	r := &s.cfg.Redlock
 	d := r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
 	return newDeadlineCtx(d)
 }

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,5 +95,51 @@ func TestReloadIdleTimeout(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := c.Read(buf); err == nil {
 		t.Fatalf("an idle client was not closed after the new idle_timeout; got %q", buf[:n])
+	}
+}
+
+// Reload writes the configuration while clients work: new clients connect
+// (their input limits come from it), open databases (SELECT: a Redlock
+// client made from it) and take locks (each bounded by the masters'
+// timeouts in it). Under -race this shows that none of them reads what a
+// reload writes.
+func TestReloadWhileClientsWork(t *testing.T) {
+	var cfg proxy.Config
+	e := newEnv(t, 3, func(c *proxy.Config) { cfg = *c })
+	stop := make(chan struct{})
+	reloaded := make(chan error, 1)
+	go func() {
+		next := cfg
+		next.Redlock.Username = "default" // the masters' user without a password takes any
+		for i := 0; ; i++ {
+			next.Proxy.MaxClients = cfg.Proxy.MaxClients + i%2
+			next.Redlock.Password = fmt.Sprintf("p%d", i%2)
+			if _, err := e.srv.Reload(next); err != nil {
+				reloaded <- err
+				return
+			}
+			select {
+			case <-stop:
+				reloaded <- nil
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	ctx := context.Background()
+	var failed error
+	for db := 1; db <= 5 && failed == nil; db++ {
+		c := redis.NewClient(&redis.Options{Addr: e.addr, DB: db, MaxRetries: -1})
+		if ok, err := c.SetNX(ctx, e.key(fmt.Sprint(db)), "t", 10*time.Second).Result(); !ok || err != nil {
+			failed = fmt.Errorf("SET NX in database %d: %v %v", db, ok, err)
+		}
+		c.Close()
+	}
+	close(stop)
+	if err := <-reloaded; err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if failed != nil {
+		t.Fatal(failed)
 	}
 }

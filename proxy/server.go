@@ -89,7 +89,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	creds := newMasterCreds(cfg.Redlock)
-	rl, err := newEngine(cfg, log, creds, 0)
+	rl, err := newEngine(&cfg, log, creds, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (s *Server) Listen() (net.Addr, error) {
 	if s.cfg.Proxy.TLS != nil {
 		nl = tls.NewListener(nl, s.cfg.Proxy.TLS) // the checks below see plain text
 	}
-	ln := &wire.Listener{Listener: nl, Limits: limitsOf(s.cfg.Proxy), WriteTimeout: &s.writeTimeout}
+	ln := &wire.Listener{Listener: nl, Limits: limitsOf(&s.cfg.Proxy), WriteTimeout: &s.writeTimeout}
 	if err := s.listenHTTP(); err != nil {
 		nl.Close()
 		return nil, err
@@ -195,8 +195,8 @@ func (s *Server) Serve() error {
 }
 
 // newEngine is the Redlock client of the masters' database db (databases.go).
-func newEngine(cfg Config, log zerolog.Logger, creds *masterCreds, db int) (*engine.Client, error) {
-	r := cfg.Redlock
+func newEngine(cfg *Config, log zerolog.Logger, creds *masterCreds, db int) (*engine.Client, error) {
+	r := &cfg.Redlock // not a copy: Reload may be writing the credentials (the engine has them from creds)
 	guard := r.GuardWindow.Duration
 	if !r.RestartGuard {
 		guard = 0
@@ -234,7 +234,7 @@ func (s *Server) InitMasters(ctx context.Context) error {
 		return err
 	}
 	for n := 1; ; n++ {
-		rl, err := newEngine(s.cfg, s.log, s.creds, n)
+		rl, err := newEngine(&s.cfg, s.log, s.creds, n)
 		if err != nil {
 			return err
 		}
@@ -432,7 +432,7 @@ func (s *Server) serveHTTP() {
 }
 
 // limitsOf is the input limits of a client under c.
-func limitsOf(c ProxyConfig) wire.Limits {
+func limitsOf(c *ProxyConfig) wire.Limits {
 	return wire.NewLimits(int64(c.MaxBulkLen), int64(c.MaxQueryBuffer))
 }
 

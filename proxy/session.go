@@ -159,7 +159,7 @@ func (s *Server) serveClients(ln net.Listener) error {
 		}
 		cc, ok := nc.(*wire.Conn)
 		if !ok {
-			cc = wire.NewConn(nc, limitsOf(s.cfg.Proxy), &s.writeTimeout)
+			cc = wire.NewConn(nc, limitsOf(&s.cfg.Proxy), &s.writeTimeout)
 		}
 		ss := &session{s: s, cc: cc, addr: nc.RemoteAddr().String()}
 		ss.initInfo(nc)

@@ -41,12 +41,9 @@ func TestInputBufferFollowsTheReads(t *testing.T) {
 // after the client's next read: the session reuses its input buffer only
 // after batches of plain passthrough commands (keepInput).
 func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
-	s := unreachableServer(t)
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve() }()
+	// The command is in the table before the server's goroutines start,
+	// and leaves it after the server's Close (a cleanup registered
+	// before unreachableServer's runs after it) has ended its sessions.
 	var mu sync.Mutex
 	var kept [][]byte
 	commands["test-keep"] = &command{name: "test-keep", h: func(_ *Server, c redcon.Conn, _ *client, args [][]byte) route {
@@ -56,7 +53,13 @@ func TestKeptArgumentsSurviveTheNextRead(t *testing.T) {
 		c.WriteString("OK")
 		return replied
 	}}
-	defer delete(commands, "test-keep")
+	t.Cleanup(func() { delete(commands, "test-keep") })
+	s := unreachableServer(t)
+	addr, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve() }()
 
 	nc, err := net.Dial("tcp", addr.String())
 	if err != nil {

@@ -13,9 +13,10 @@
 #                               # redis-py 6 into .deps/redis-py),
 #                               # headless Chromium for the status page's
 #                               # test, Lua 5.1 (lua5.1), the oracle of the
-#                               # script normaliser's tests, Node with the
-#                               # npm packages of compat/node, and every Go
-#                               # module
+#                               # script normaliser's tests, gcc for the
+#                               # race detector (go test -race needs cgo),
+#                               # Node with the npm packages of
+#                               # compat/node, and every Go module
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-test}"
@@ -32,6 +33,9 @@ if [ "$what" = test ]; then
   # Lua 5.1, the Lua of Redis, compiles the scripts the normaliser's tests
   # compare (proxy/lockscripts).
   pkgs+=(lua5.1)
+  # The race detector (go test -race in scripts/test.sh) needs cgo, so a C
+  # compiler and the C library's headers.
+  pkgs+=(gcc libc6-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -28,7 +28,32 @@ done
 # (the unsafeguards tag; the production binary above has no such switch).
 go vet -tags unsafeguards ./cmd/redlock-proxy
 go run honnef.co/go/tools/cmd/staticcheck@v0.6.1 -tags unsafeguards ./cmd/redlock-proxy
-for m in "${modules[@]}"; do
+# The root module's packages whose code runs concurrently in the test
+# process run under the race detector; the others (the binary's tests: the
+# client, fault and load suites and the rest, which run the proxy as a
+# process built without -race) run without it. Both go test runs at once:
+# the tests mostly wait on timers and the network, and one after the other
+# would not fit CI's time. A race-built test binary is slower: the few
+# tests that measure under load skip themselves under it
+# (redistest.RaceEnabled).
+race_pkgs=(./proxy ./proxy/wire ./proxy/admin ./proxy/lockscripts ./redlock ./redlock/engine
+  ./internal/peek ./internal/sock ./internal/redistest)
+mapfile -t plain_pkgs < <(go list ./... | grep -vxF -f <(go list "${race_pkgs[@]}"))
+# The race-built test binaries first (an instrumented build of the standard
+# library and every dependency: minutes of CPU with an empty build cache),
+# so that the build does not compete with the tests that run meanwhile.
+if ! out=$(go test -race -count=1 -run '^$' "${race_pkgs[@]}" 2>&1); then
+  echo "$out"; exit 1
+fi
+# Their lines interleave (each package's output comes whole).
+go test -race -count=1 -timeout 20m "${race_pkgs[@]}" &
+race_pid=$!
+plain_status=0
+go test -count=1 -timeout 20m "${plain_pkgs[@]}" || plain_status=$?
+race_status=0
+wait "$race_pid" || race_status=$?
+if ((plain_status || race_status)); then exit 1; fi
+for m in "${modules[@]:1}"; do
   (cd "$m" && go test -count=1 -timeout 20m ./...)
 done
 # A count, not a duration: with -fuzztime as a duration, Go's fuzzing
