@@ -329,7 +329,11 @@ func TestClusterVoterReshard(t *testing.T) {
 // the restart guard off, the lock the lost shard held is granted again: two
 // holders.
 func TestClusterShardRestartGuard(t *testing.T) {
-	const w = 3 * time.Second
+	// w is the guard's window and X's lock's TTL: long enough that the
+	// restart and the waits for it end while X still holds the lock, on a
+	// loaded machine too (3 s was not: Y's grant then came after X's
+	// lock had ended, rightly).
+	const w = 8 * time.Second
 	cl := redistest.StartCluster(t, 3, 0)
 	ms := redistest.StartN(t, 2)
 	olderThan(t, w, append(ms, cl.Nodes...)...)
@@ -384,9 +388,13 @@ func TestClusterShardRestartGuard(t *testing.T) {
 			c.Broadcast(ctx, other, nil, "exists", other)
 		}
 		key := keyOn(lost, "lock")
+		start := time.Now()
 		run := scene(x, key)
 		seen(y, key, run)
 		if l, err := y.Acquire(ctx, key, "y", w); l != nil {
+			if took := time.Since(start); took >= w {
+				t.Fatalf("inconclusive: the restart and the waits took %v, past X's lock of %v", took, w)
+			}
 			t.Fatalf("Y was granted the lock X holds, on the restarted shard's slot")
 		} else {
 			t.Logf("Y's acquire of the key X holds: %v", err)
