@@ -131,8 +131,8 @@ format = "json"
 		bin = redistest.UnsafeProxy(t)
 		env = append(env, "REDLOCK_PROXY_UNSAFE_GUARDS_OFF="+strings.Join(off, ","))
 	}
-	// -init-masters does not take a cluster voter: the shards, met for the
-	// first time, vote once they are older than the guard window.
+	// The shards are not declared a new deployment (-init-masters): met for
+	// the first time, they vote once they are older than the guard window.
 	w.proxies = []*redistest.Proxy{
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -93,5 +94,50 @@ func TestClusterVoterThroughProxy(t *testing.T) {
 	}
 	if !strings.Contains(info, "cluster_shards=3,cluster_slot_map=1,cluster_shards_guarded=0") || !strings.Contains(info, "master0_shard2:addr=") {
 		t.Fatalf("INFO redlock does not show the cluster's shards:\n%s", info)
+	}
+}
+
+// `redlock-proxy -init-masters` declares a cluster voter's shards a new
+// deployment: with the restart guard on and fresh durable nodes, the
+// proxy's first lock is granted at once on a key of each shard; without
+// it, those shards are guarded for the window.
+func TestInitMastersClusterVoterBinary(t *testing.T) {
+	durable := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	cl := redistest.StartCluster(t, 3, 0, durable...)
+	plain := redistest.StartN(t, 2, durable...)
+	backend := redistest.Start(t)
+	masters := append([]string{"cluster://" + cl.Nodes[0].Addr + "/"}, redistest.Addrs(plain)...)
+	config := func(listen string) string {
+		return fmt.Sprintf("[proxy]\nlisten = %q\nbackend = %q\n[redlock]\nmasters = [%s]\nnode_timeout = \"500ms\"\nretry_count = 0\nrestart_guard = true\nrestart_guard_window = \"1m\"\n[log]\nlevel = \"warn\"\n",
+			listen, backend.Addr, redistest.Quote(masters))
+	}
+	ctx := context.Background()
+	keyOf := func(n *redistest.Server) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprintf("first:%d", i); cl.Owner(k) == n {
+				return k
+			}
+		}
+	}
+	bin := proxyBinary(t)
+	before := redistest.StartProxy(t, bin, config)
+	c := before.Client()
+	_, err := c.SetNX(ctx, keyOf(cl.Nodes[0]), "tok", 30*time.Second).Result()
+	c.Close()
+	if err == nil || !strings.Contains(err.Error(), "restart guard") {
+		t.Fatalf("fresh shards, not declared: SET NX PX gave %v, want NOQUORUM naming the restart guard", err)
+	}
+	before.Kill()
+	if out, err := exec.Command(bin, "-config", before.Config, "-init-masters").CombinedOutput(); err != nil {
+		t.Fatalf("-init-masters: %v\n%s", err, out)
+	}
+	p := redistest.StartProxy(t, bin, config)
+	c = p.Client()
+	defer c.Close()
+	for _, n := range cl.Nodes {
+		k := keyOf(n)
+		if ok, err := c.SetNX(ctx, k, "tok", 30*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("declared: SET NX PX %s (shard %s) = %v, %v", k, n.Addr, ok, err)
+		}
 	}
 }

@@ -233,6 +233,11 @@ func (s *Server) InitMasters(ctx context.Context) error {
 	if err := s.rl.InitMasters(ctx); err != nil {
 		return err
 	}
+	for _, m := range s.cfg.Redlock.Masters {
+		if engine.IsClusterAddr(m) {
+			return nil // a Redis Cluster has database 0 only
+		}
+	}
 	for n := 1; ; n++ {
 		rl, err := newEngine(&s.cfg, s.log, s.creds, n)
 		if err != nil {

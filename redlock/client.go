@@ -173,7 +173,8 @@ func newClient(addrs []string, base []*redis.Options, opts []Option) (*Client, e
 // their first lock. It changes nothing unless every master answers and
 // holds no key (masters already declared are left as they are); it is for
 // masters just created empty, never for masters that lost their data.
-// Masters given as Redis Clusters are not supported yet.
+// A master given as a Redis Cluster is declared shard by shard: every
+// shard primary that owns slots when it runs.
 func (c *Client) InitMasters(ctx context.Context) error { return c.e.InitMasters(ctx) }
 
 // Close closes every master connection.

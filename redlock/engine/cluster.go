@@ -653,6 +653,25 @@ func (n *node) guardOn(now time.Time, keys []string) (*node, guardOf, bool) {
 	return t, g, ok
 }
 
+// ownersOnceKnown waits up to the connect timeout for the first slot map,
+// then lists the shards that own slots in it.
+func (cv *clusterVoter) ownersOnceKnown() ([]*node, error) {
+	t := time.NewTimer(cv.o.connectTimeout())
+	defer t.Stop()
+	select {
+	case <-cv.ready:
+	case <-t.C:
+		return nil, errNoSlotMap
+	case <-cv.stop:
+		return nil, errClosed
+	}
+	owners := cv.owners()
+	if len(owners) == 0 {
+		return nil, errNoSlotMap
+	}
+	return owners, nil
+}
+
 // owners lists the shards that own slots now, and how many each.
 func (cv *clusterVoter) owners() []*node {
 	seen := map[*node]bool{}

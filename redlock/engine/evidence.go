@@ -414,21 +414,32 @@ func (c *Client) InitMasters(ctx context.Context) error {
 	// A step of its own, once, not a lock operation: the connect timeout
 	// (at least a second) rather than the node timeout, which a busy
 	// machine can exceed while the masters are being set up.
+	// A master given as a Redis Cluster is declared shard by shard: each
+	// shard primary that owns slots now, its records under its own hash
+	// tag.
+	var targets []*node
 	for _, n := range c.nodes {
-		if n.cluster != nil {
-			return &NodeError{Addr: n.addr, Err: errors.New("redlock: InitMasters does not support a master given as a Redis Cluster yet")}
+		if n.cluster == nil {
+			targets = append(targets, n)
+			continue
 		}
+		shards, err := n.cluster.ownersOnceKnown()
+		if err != nil {
+			return &NodeError{Addr: n.addr, Err: err}
+		}
+		targets = append(targets, shards...)
 	}
-	rdbs := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
+	rdbs := make([]*redis.Client, len(targets))
+	for i, n := range targets {
 		o := *n.ro
 		o.ReadTimeout, o.WriteTimeout = c.opts.connectTimeout(), c.opts.connectTimeout()
 		rdbs[i] = redis.NewClient(&o)
 		defer rdbs[i].Close()
 	}
 	for _, step := range []string{"check", "mark"} {
-		for i, n := range c.nodes {
-			keys := []string{DatasetKey, ClientsKey}
+		for i, n := range targets {
+			b := n.books()
+			keys := []string{b.dataset, b.client}
 			err := rdbs[i].EvalSha(ctx, initScript.hash, keys, step, NewDeployment, newAttemptID()).Err()
 			if isNoScript(err) {
 				err = rdbs[i].Eval(ctx, initScript.src, keys, step, NewDeployment, newAttemptID()).Err()

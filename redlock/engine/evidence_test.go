@@ -213,3 +213,67 @@ func TestInitMastersRefusesUsedMasters(t *testing.T) {
 		t.Fatal("a master was marked although another refused")
 	}
 }
+
+// InitMasters declares a master given as a Redis Cluster shard by shard:
+// before it, fresh durable shards are guarded for the window and no lock
+// is granted; after it, a new client's first acquire on a key of each
+// shard is.
+func TestInitMastersClusterVoter(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0, redistest.Durable...)
+	ms := redistest.StartN(t, 2, redistest.Durable...)
+	addrs := []string{clusterAddr(cl), ms[0].Addr, ms[1].Addr}
+	ctx := context.Background()
+	keys := make([]string, len(cl.Nodes))
+	for i, n := range cl.Nodes {
+		for j := 0; keys[i] == ""; j++ {
+			if k := "init:" + string(rune('a'+i)) + ":" + time.Duration(j).String(); cl.Owner(k) == n {
+				keys[i] = k
+			}
+		}
+	}
+	opts := []Option{WithRestartGuard(time.Minute), WithNodeTimeout(time.Second), WithRetry(0, 0)}
+
+	before, err := New(addrs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := before.Acquire(ctx, keys[0], "A", 10*time.Second)
+	before.Close()
+	var qe *QuorumError
+	if l != nil || !errors.As(err, &qe) {
+		t.Fatalf("fresh masters, not declared: acquire gave %v, %v; want a QuorumError (guarded)", l, err)
+	}
+
+	init, err := New(addrs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := init.InitMasters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init.Close()
+	for _, n := range cl.Nodes {
+		rc := n.Client()
+		records, _ := rc.Keys(ctx, DatasetKey+"{*}").Result()
+		found := false
+		for _, r := range records {
+			born, _ := rc.HGet(ctx, r, "born").Result()
+			found = found || born == NewDeployment
+		}
+		rc.Close()
+		if !found {
+			t.Fatalf("shard %s: no record marked %s", n.Addr, NewDeployment)
+		}
+	}
+
+	after, err := New(addrs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	for _, k := range keys {
+		if l, err := after.Acquire(ctx, k, "B", 10*time.Second); err != nil || l == nil {
+			t.Fatalf("declared masters: the first acquire of %s (shard %s): %v", k, cl.Owner(k).Addr, err)
+		}
+	}
+}
