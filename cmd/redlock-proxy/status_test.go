@@ -24,6 +24,10 @@ import (
 // masters that vote, one fresh master that does not persist its writes,
 // held back by the restart guard, then one durable master killed.
 // REDLOCK_PROXY_SCREENSHOT=dir also saves screenshots of both states there.
+// With one master guarded, the two others must both answer every lock
+// operation: the node timeout is long enough for a loaded machine (the
+// default 100 ms was not, seen in CI with the race-built suites running
+// beside it).
 func TestStatusPageInChromium(t *testing.T) {
 	redistest.RequireChromium(t)
 	durable := []string{"--appendonly", "yes", "--appendfsync", "always"}
@@ -35,6 +39,7 @@ listen = "127.0.0.1:%d"
 [redlock]
 masters = ["%s"]
 restart_guard_window = "60s"
+node_timeout = "500ms"
 [metrics]
 listen = "127.0.0.1:%d"
 [log]
