@@ -20,47 +20,15 @@ import (
 // EVALSHA of a digest the proxy has not seen answers NOSCRIPT, never the
 // backend's copy, so that a lock script cannot run on one master alone.
 func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	name := strings.ToLower(string(args[0]))
-	nk, err := parseInt(args[2])
-	switch {
-	case err != nil:
-		c.WriteError("ERR value is not an integer or out of range")
-		return replied
-	case nk < 0:
-		c.WriteError("ERR Number of keys can't be negative")
-		return replied
-	case nk > int64(len(args)-3):
-		c.WriteError("ERR Number of keys can't be greater than number of args")
+	keys, argv, ok := evalKeys(c, args)
+	if !ok {
 		return replied
 	}
-	keys, argv := args[3:3+nk], args[3+nk:]
-	var src string
-	var spec *lockscripts.Spec
-	if name == "evalsha" {
-		e, ok := s.scripts.Get(string(args[1]))
-		if !ok {
-			// A known library script runs without its text; anything else,
-			// or a known script on keys that are not lock keys, makes the
-			// client send EVAL.
-			spec = lockscripts.BySHA(string(args[1]))
-			if spec == nil || !s.allLockKeys(keys) {
-				c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-				return replied
-			}
-		}
-		if ok {
-			src, spec = e.Src, e.Spec
-		}
-	} else {
-		_, e := s.scripts.Add(args[1])
-		src, spec = e.Src, e.Spec
+	src, spec, ok := s.evalScript(c, args, keys)
+	if !ok {
+		return replied
 	}
-	lock := 0
-	for _, k := range keys {
-		if s.isLockKey(k) {
-			lock++
-		}
-	}
+	lock := s.countLockKeys(keys)
 	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
 		return replied
 	}
@@ -108,6 +76,56 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		s.runScript(c, st, spec, string(keys[0]), argv)
 	}
 	return replied
+}
+
+// evalKeys splits EVAL's and EVALSHA's arguments after the script into its
+// KEYS and ARGV, answering Redis's error for a bad number of keys (ok false).
+func evalKeys(c redcon.Conn, args [][]byte) (keys, argv [][]byte, ok bool) {
+	nk, err := parseInt(args[2])
+	switch {
+	case err != nil:
+		c.WriteError("ERR value is not an integer or out of range")
+		return nil, nil, false
+	case nk < 0:
+		c.WriteError("ERR Number of keys can't be negative")
+		return nil, nil, false
+	case nk > int64(len(args)-3):
+		c.WriteError("ERR Number of keys can't be greater than number of args")
+		return nil, nil, false
+	}
+	return args[3 : 3+nk], args[3+nk:], true
+}
+
+// evalScript is the script that EVAL sends (noted, for a later EVALSHA) or
+// that EVALSHA names: its text and, if the proxy recognises it, its spec.
+// A library script the proxy knows by its digest alone runs without its
+// text (src "") on lock keys; any other digest it has not seen answers
+// NOSCRIPT (ok false), which makes the client send EVAL.
+func (s *Server) evalScript(c redcon.Conn, args, keys [][]byte) (src string, spec *lockscripts.Spec, ok bool) {
+	if !strings.EqualFold(string(args[0]), "evalsha") {
+		_, e := s.scripts.Add(args[1])
+		return e.Src, e.Spec, true
+	}
+	if e, ok := s.scripts.Get(string(args[1])); ok {
+		return e.Src, e.Spec, true
+	}
+	spec = lockscripts.BySHA(string(args[1]))
+	if spec == nil || !s.allLockKeys(keys) {
+		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+		return "", nil, false
+	}
+	return "", spec, true
+}
+
+// countLockKeys is how many of keys are lock keys.
+func (s *Server) countLockKeys(keys [][]byte) int {
+	n := 0
+	for _, k := range keys {
+		if s.isLockKey(k) {
+			n++
+		}
+	}
+	return n
 }
 
 // forwardScript runs a script on the backend by its text (the client may
