@@ -29,51 +29,12 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		return replied
 	}
 	lock := s.countLockKeys(keys)
-	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
+	if spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock {
+		s.runOtherScript(c, st, spec, lock, src, args, keys)
 		return replied
 	}
-	switch {
-	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
-		s.runHashScript(c, st, spec, strs(keys), argv)
-	case spec != nil && spec.Publishes() && lock > 0:
-		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
-		// channel, which need not be a lock key.
-		if len(keys) != 2 || !s.isLockKey(keys[0]) {
-			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes the lock key and then a channel")
-			return replied
-		}
-		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
-	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
-		// On the backend it would act on one master's copy of the lock.
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
-	case (spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock) && src == "":
-		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil:
-		msg := s.scriptRefusal(keys)
-		if r := redissonUnsupported(keys, src); msg != "" && r != "" && lock > 0 {
-			msg = r
-		}
-		if msg != "" {
-			c.WriteError(msg)
-			return replied
-		}
-		s.forwardScript(c, st, src, args)
-	case spec.Op == lockscripts.OpTimeProbe:
-		s.timeProbe(c, st, keys, src, args)
-	case spec.Op == lockscripts.OpNotALock && lock > 0 && s.bnd.voting && s.bnd.backendScripts:
-		// What the script writes is its own affair: not on a voter's lock.
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script is not a lock script, and its keys include a lock key (proxy.lock_keys): on the backend, a voting master, it would act on that master's copy of the lock alone. Give the proxy a backend of its own (proxy.backend)")
-	case lock == 0 || spec.Op == lockscripts.OpNotALock:
-		// A library's script on keys that are not lock keys writes only
-		// the keys it declares (recognition is by its tokens, so it is the
-		// library's code): it runs on the backend.
-		s.forwardScript(c, st, src, args)
-	case lock < len(keys):
-		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
-	case len(keys) > 1:
-		s.runMultiKeyScript(c, st, spec, strs(keys), argv)
-	default:
-		s.runScript(c, st, spec, string(keys[0]), argv)
+	if !s.oversized(c, keys, argv) {
+		s.runLockScript(c, st, spec, lock, src, args, keys, argv)
 	}
 	return replied
 }
@@ -126,6 +87,77 @@ func (s *Server) countLockKeys(keys [][]byte) int {
 		}
 	}
 	return n
+}
+
+// runLockScript runs a recognised lock script (spec) whose keys include
+// lock keys (lock of them) on the quorum.
+func (s *Server) runLockScript(c redcon.Conn, st *client, spec *lockscripts.Spec, lock int, src string, args, keys, argv [][]byte) {
+	switch {
+	case spec.Op.IsHash() && s.isLockKey(keys[0]):
+		s.runHashScript(c, st, spec, strs(keys), argv)
+	case spec.Publishes():
+		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
+		// channel, which need not be a lock key.
+		if len(keys) != 2 || !s.isLockKey(keys[0]) {
+			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes the lock key and then a channel")
+			return
+		}
+		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
+	case len(keys) > 1 && !spec.Multi:
+		// On the backend it would act on one master's copy of the lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+	case spec.Op == lockscripts.OpTimeProbe:
+		s.timeProbe(c, st, keys, src, args)
+	case lock < len(keys):
+		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
+	case len(keys) > 1:
+		s.runMultiKeyScript(c, st, spec, strs(keys), argv)
+	default:
+		s.runScript(c, st, spec, string(keys[0]), argv)
+	}
+}
+
+// runOtherScript serves a script that does not run on the quorum: one the
+// proxy does not recognise (spec nil), a library's script that is not a
+// lock operation, or a lock script on keys none of which is a lock key.
+// It runs on the backend where the boundary lets it.
+func (s *Server) runOtherScript(c redcon.Conn, st *client, spec *lockscripts.Spec, lock int, src string, args, keys [][]byte) {
+	switch {
+	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
+		// A library's script that is not a lock operation, on a lock
+		// key among others: refused as a lock script would be.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+	case src == "":
+		// Known by its digest alone: the backend needs its text.
+		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+	case spec == nil:
+		s.forwardUnknownScript(c, st, lock, src, args, keys)
+	case spec.Op == lockscripts.OpTimeProbe:
+		s.timeProbe(c, st, keys, src, args)
+	case lock > 0 && s.bnd.voting && s.bnd.backendScripts:
+		// Not a lock operation, on a lock key. What the script writes is its own affair: not on a voter's lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script is not a lock script, and its keys include a lock key (proxy.lock_keys): on the backend, a voting master, it would act on that master's copy of the lock alone. Give the proxy a backend of its own (proxy.backend)")
+	default:
+		// A library's script on keys that are not lock keys writes only
+		// the keys it declares (recognition is by its tokens, so it is the
+		// library's code): it runs on the backend.
+		s.forwardScript(c, st, src, args)
+	}
+}
+
+// forwardUnknownScript passes a script the proxy does not recognise to the
+// backend, unless the boundary refuses it (scriptRefusal); on a lock key,
+// a Redisson lock the proxy does not support says so.
+func (s *Server) forwardUnknownScript(c redcon.Conn, st *client, lock int, src string, args, keys [][]byte) {
+	msg := s.scriptRefusal(keys)
+	if r := redissonUnsupported(keys, src); msg != "" && r != "" && lock > 0 {
+		msg = r
+	}
+	if msg != "" {
+		c.WriteError(msg)
+		return
+	}
+	s.forwardScript(c, st, src, args)
 }
 
 // forwardScript runs a script on the backend by its text (the client may
