@@ -20,86 +20,94 @@ import (
 // EVALSHA of a digest the proxy has not seen answers NOSCRIPT, never the
 // backend's copy, so that a lock script cannot run on one master alone.
 func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	name := strings.ToLower(string(args[0]))
+	keys, argv, ok := evalKeys(c, args)
+	if !ok {
+		return replied
+	}
+	src, spec, ok := s.evalScript(c, args, keys)
+	if !ok {
+		return replied
+	}
+	lock := s.countLockKeys(keys)
+	if spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock {
+		s.runOtherScript(c, st, spec, lock, src, args, keys)
+		return replied
+	}
+	if !s.oversized(c, keys, argv) {
+		s.runLockScript(c, st, spec, lock, src, args, keys, argv)
+	}
+	return replied
+}
+
+// evalKeys splits EVAL's and EVALSHA's arguments after the script into its
+// KEYS and ARGV, answering Redis's error for a bad number of keys (ok false).
+func evalKeys(c redcon.Conn, args [][]byte) (keys, argv [][]byte, ok bool) {
 	nk, err := parseInt(args[2])
 	switch {
 	case err != nil:
 		c.WriteError("ERR value is not an integer or out of range")
-		return replied
+		return nil, nil, false
 	case nk < 0:
 		c.WriteError("ERR Number of keys can't be negative")
-		return replied
+		return nil, nil, false
 	case nk > int64(len(args)-3):
 		c.WriteError("ERR Number of keys can't be greater than number of args")
-		return replied
+		return nil, nil, false
 	}
-	keys, argv := args[3:3+nk], args[3+nk:]
-	var src string
-	var spec *lockscripts.Spec
-	if name == "evalsha" {
-		e, ok := s.scripts.Get(string(args[1]))
-		if !ok {
-			// A known library script runs without its text; anything else,
-			// or a known script on keys that are not lock keys, makes the
-			// client send EVAL.
-			spec = lockscripts.BySHA(string(args[1]))
-			if spec == nil || !s.allLockKeys(keys) {
-				c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-				return replied
-			}
-		}
-		if ok {
-			src, spec = e.Src, e.Spec
-		}
-	} else {
+	return args[3 : 3+nk], args[3+nk:], true
+}
+
+// evalScript is the script that EVAL sends (noted, for a later EVALSHA) or
+// that EVALSHA names: its text and, if the proxy recognises it, its spec.
+// A library script the proxy knows by its digest alone runs without its
+// text (src "") on lock keys; any other digest it has not seen answers
+// NOSCRIPT (ok false), which makes the client send EVAL.
+func (s *Server) evalScript(c redcon.Conn, args, keys [][]byte) (src string, spec *lockscripts.Spec, ok bool) {
+	if !strings.EqualFold(string(args[0]), "evalsha") {
 		_, e := s.scripts.Add(args[1])
-		src, spec = e.Src, e.Spec
+		return e.Src, e.Spec, true
 	}
-	lock := 0
+	if e, ok := s.scripts.Get(string(args[1])); ok {
+		return e.Src, e.Spec, true
+	}
+	spec = lockscripts.BySHA(string(args[1]))
+	if spec == nil || !s.allLockKeys(keys) {
+		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+		return "", nil, false
+	}
+	return "", spec, true
+}
+
+// countLockKeys is how many of keys are lock keys.
+func (s *Server) countLockKeys(keys [][]byte) int {
+	n := 0
 	for _, k := range keys {
 		if s.isLockKey(k) {
-			lock++
+			n++
 		}
 	}
-	if spec != nil && lock > 0 && spec.Op != lockscripts.OpNotALock && s.oversized(c, keys, argv) {
-		return replied
-	}
+	return n
+}
+
+// runLockScript runs a recognised lock script (spec) whose keys include
+// lock keys (lock of them) on the quorum.
+func (s *Server) runLockScript(c redcon.Conn, st *client, spec *lockscripts.Spec, lock int, src string, args, keys, argv [][]byte) {
 	switch {
-	case spec != nil && spec.Op.IsHash() && lock > 0 && s.isLockKey(keys[0]):
+	case spec.Op.IsHash() && s.isLockKey(keys[0]):
 		s.runHashScript(c, st, spec, strs(keys), argv)
-	case spec != nil && spec.Publishes() && lock > 0:
+	case spec.Publishes():
 		// A release that publishes: KEYS[1] is the lock, KEYS[2] the
 		// channel, which need not be a lock key.
 		if len(keys) != 2 || !s.isLockKey(keys[0]) {
 			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes the lock key and then a channel")
-			return replied
+			return
 		}
 		s.runReleasePublish(c, st, spec, string(keys[0]), string(keys[1]), argv)
-	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
+	case len(keys) > 1 && !spec.Multi:
 		// On the backend it would act on one master's copy of the lock.
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
-	case (spec == nil || lock == 0 || spec.Op == lockscripts.OpNotALock) && src == "":
-		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-	case spec == nil:
-		msg := s.scriptRefusal(keys)
-		if r := redissonUnsupported(keys, src); msg != "" && r != "" && lock > 0 {
-			msg = r
-		}
-		if msg != "" {
-			c.WriteError(msg)
-			return replied
-		}
-		s.forwardScript(c, st, src, args)
 	case spec.Op == lockscripts.OpTimeProbe:
 		s.timeProbe(c, st, keys, src, args)
-	case spec.Op == lockscripts.OpNotALock && lock > 0 && s.bnd.voting && s.bnd.backendScripts:
-		// What the script writes is its own affair: not on a voter's lock.
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script is not a lock script, and its keys include a lock key (proxy.lock_keys): on the backend, a voting master, it would act on that master's copy of the lock alone. Give the proxy a backend of its own (proxy.backend)")
-	case lock == 0 || spec.Op == lockscripts.OpNotALock:
-		// A library's script on keys that are not lock keys writes only
-		// the keys it declares (recognition is by its tokens, so it is the
-		// library's code): it runs on the backend.
-		s.forwardScript(c, st, src, args)
 	case lock < len(keys):
 		c.WriteError("ERR redlock-proxy: the keys of a lock script must all be lock keys (proxy.lock_keys)")
 	case len(keys) > 1:
@@ -107,7 +115,49 @@ func cmdEval(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	default:
 		s.runScript(c, st, spec, string(keys[0]), argv)
 	}
-	return replied
+}
+
+// runOtherScript serves a script that does not run on the quorum: one the
+// proxy does not recognise (spec nil), a library's script that is not a
+// lock operation, or a lock script on keys none of which is a lock key.
+// It runs on the backend where the boundary lets it.
+func (s *Server) runOtherScript(c redcon.Conn, st *client, spec *lockscripts.Spec, lock int, src string, args, keys [][]byte) {
+	switch {
+	case spec != nil && lock > 0 && len(keys) > 1 && !spec.Multi:
+		// A library's script that is not a lock operation, on a lock
+		// key among others: refused as a lock script would be.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
+	case src == "":
+		// Known by its digest alone: the backend needs its text.
+		c.WriteError("NOSCRIPT No matching script. Please use EVAL.")
+	case spec == nil:
+		s.forwardUnknownScript(c, st, lock, src, args, keys)
+	case spec.Op == lockscripts.OpTimeProbe:
+		s.timeProbe(c, st, keys, src, args)
+	case lock > 0 && s.bnd.voting && s.bnd.backendScripts:
+		// Not a lock operation, on a lock key. What the script writes is its own affair: not on a voter's lock.
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script is not a lock script, and its keys include a lock key (proxy.lock_keys): on the backend, a voting master, it would act on that master's copy of the lock alone. Give the proxy a backend of its own (proxy.backend)")
+	default:
+		// A library's script on keys that are not lock keys writes only
+		// the keys it declares (recognition is by its tokens, so it is the
+		// library's code): it runs on the backend.
+		s.forwardScript(c, st, src, args)
+	}
+}
+
+// forwardUnknownScript passes a script the proxy does not recognise to the
+// backend, unless the boundary refuses it (scriptRefusal); on a lock key,
+// a Redisson lock the proxy does not support says so.
+func (s *Server) forwardUnknownScript(c redcon.Conn, st *client, lock int, src string, args, keys [][]byte) {
+	msg := s.scriptRefusal(keys)
+	if r := redissonUnsupported(keys, src); msg != "" && r != "" && lock > 0 {
+		msg = r
+	}
+	if msg != "" {
+		c.WriteError(msg)
+		return
+	}
+	s.forwardScript(c, st, src, args)
 }
 
 // forwardScript runs a script on the backend by its text (the client may
