@@ -1,4 +1,4 @@
-package proxy
+package backend
 
 import (
 	"bufio"
@@ -17,14 +17,14 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
-// backendConn is one raw connection to the passthrough backend. Replies are
+// Conn is one raw connection to the passthrough backend. Replies are
 // copied to the client byte for byte, so status, bulk and error replies keep
 // their exact form.
-type backendConn struct {
-	home *backend // the pool it came from
-	nc   net.Conn
-	r    *bufio.Reader
-	buf  []byte
+type Conn struct {
+	Home *Pool // the pool it came from
+	NC   net.Conn
+	R    *bufio.Reader
+	Buf  []byte
 	idle time.Time // when it went back to the pool
 	// readonly: it answered READONLY, as a replica does (a Sentinel
 	// group's backend: sentinelbackend.go); it goes back to no pool.
@@ -37,112 +37,112 @@ const idleCheck = time.Second
 
 // do sends one command and returns its raw reply, valid until the next call.
 // timeout 0 waits without a deadline (blocking commands).
-func (b *backendConn) do(args [][]byte, timeout time.Duration) ([]byte, error) {
+func (b *Conn) Do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	_ = b.nc.SetDeadline(deadline)
-	b.buf = wire.AppendCommand(b.buf[:0], args)
-	if _, err := b.nc.Write(b.buf); err != nil {
+	_ = b.NC.SetDeadline(deadline)
+	b.Buf = wire.AppendCommand(b.Buf[:0], args)
+	if _, err := b.NC.Write(b.Buf); err != nil {
 		return nil, err
 	}
 	var err error
-	b.buf, err = wire.ReadReply(b.r, b.buf[:0])
-	if err == nil && b.home.follow != nil {
-		b.home.follow.saw(b, b.buf)
+	b.Buf, err = wire.ReadReply(b.R, b.Buf[:0])
+	if err == nil && b.Home.Follow != nil {
+		b.Home.Follow.saw(b, b.Buf)
 	}
-	return b.buf, err
+	return b.Buf, err
 }
 
 // doMany sends several commands in one write and hands each raw reply to
 // each, in order, as it is read (valid only during the call), so that large
 // replies are not all held at once. It stops at the first error.
-func (b *backendConn) doMany(cmds []redcon.Command, timeout time.Duration, each func(reply []byte)) (int, error) {
-	_ = b.nc.SetDeadline(time.Now().Add(timeout))
-	b.buf = b.buf[:0]
+func (b *Conn) DoMany(cmds []redcon.Command, timeout time.Duration, each func(reply []byte)) (int, error) {
+	_ = b.NC.SetDeadline(time.Now().Add(timeout))
+	b.Buf = b.Buf[:0]
 	for _, cmd := range cmds {
-		b.buf = wire.AppendRequest(b.buf, cmd)
+		b.Buf = wire.AppendRequest(b.Buf, cmd)
 	}
-	if _, err := b.nc.Write(b.buf); err != nil {
+	if _, err := b.NC.Write(b.Buf); err != nil {
 		return 0, err
 	}
 	for i := range cmds {
 		var err error
-		if b.buf, err = wire.ReadReply(b.r, b.buf[:0]); err != nil {
+		if b.Buf, err = wire.ReadReply(b.R, b.Buf[:0]); err != nil {
 			return i, err
 		}
-		if b.home.follow != nil {
-			b.home.follow.saw(b, b.buf)
+		if b.Home.Follow != nil {
+			b.Home.Follow.saw(b, b.Buf)
 		}
-		each(b.buf)
+		each(b.Buf)
 	}
 	return len(cmds), nil
 }
 
-func (b *backendConn) close() { _ = b.nc.Close() }
+func (b *Conn) Close() { _ = b.NC.Close() }
 
 // backend dials and pools connections to the passthrough backend.
-type backend struct {
+type Pool struct {
 	proto    int // 3: connections say HELLO 3, for clients that speak RESP3
 	db       int // connections SELECT it when not 0 (databases.go)
-	addr     string
+	Addr     string
 	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
-	idle     chan *backendConn
+	idle     chan *Conn
 	tls      *tls.Config // nil: plain TCP
 	// follow: addr names a Sentinel group, and connections go to the
 	// primary it follows (sentinelbackend.go); nil for one Redis.
-	follow *sentinelBackend
+	Follow *Sentinel
 }
 
-func newBackend(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *backend {
-	return &backend{addr: addr, identity: identity, timeout: timeout, idle: make(chan *backendConn, poolSize), tls: tlsCfg}
+func New(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *Pool {
+	return &Pool{Addr: addr, identity: identity, timeout: timeout, idle: make(chan *Conn, poolSize), tls: tlsCfg}
 }
 
-func (p *backend) dial() (*backendConn, error) { return p.dialSize(16 << 10) }
+func (p *Pool) Dial() (*Conn, error) { return p.DialSize(16 << 10) }
 
 // dialSize dials a connection with a read buffer of readBuf bytes.
-func (p *backend) dialSize(readBuf int) (*backendConn, error) {
+func (p *Pool) DialSize(readBuf int) (*Conn, error) {
 	var nc net.Conn
 	var err error
-	if p.follow != nil {
-		nc, err = p.follow.dial(p.timeout)
+	if p.Follow != nil {
+		nc, err = p.Follow.dial(p.timeout)
 	} else {
-		nc, err = p.dialAddr(context.Background(), "tcp", p.addr)
+		nc, err = p.dialAddr(context.Background(), "tcp", p.Addr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	b := &backendConn{home: p, nc: nc, r: bufio.NewReaderSize(nc, readBuf)}
+	b := &Conn{Home: p, NC: nc, R: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
 		if user != "" {
 			auth = [][]byte{[]byte("AUTH"), []byte(user), []byte(pass)}
 		}
-		reply, err := b.do(auth, p.timeout)
+		reply, err := b.Do(auth, p.timeout)
 		if err != nil || len(reply) == 0 || reply[0] != '+' {
-			b.close()
+			b.Close()
 			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)
 		}
 	}
-	if p.follow != nil {
-		if err := p.follow.checkPrimary(b); err != nil { // not a replica
-			b.close()
+	if p.Follow != nil {
+		if err := p.Follow.checkPrimary(b); err != nil { // not a replica
+			b.Close()
 			return nil, err
 		}
 	}
 	if p.proto == 3 {
-		reply, err := b.do([][]byte{[]byte("HELLO"), []byte("3")}, p.timeout)
+		reply, err := b.Do([][]byte{[]byte("HELLO"), []byte("3")}, p.timeout)
 		if err != nil || len(reply) == 0 || reply[0] != '%' {
-			b.close()
+			b.Close()
 			return nil, errors.Join(errors.New("proxy: backend refused HELLO 3"), err)
 		}
 	}
 	if p.db != 0 {
-		reply, err := b.do([][]byte{[]byte("SELECT"), []byte(strconv.Itoa(p.db))}, p.timeout)
+		reply, err := b.Do([][]byte{[]byte("SELECT"), []byte(strconv.Itoa(p.db))}, p.timeout)
 		if err != nil || len(reply) == 0 || reply[0] != '+' {
-			b.close()
+			b.Close()
 			return nil, errors.Join(fmt.Errorf("proxy: backend refused SELECT %d", p.db), err)
 		}
 	}
@@ -151,7 +151,7 @@ func (p *backend) dialSize(readBuf int) (*backendConn, error) {
 
 // dialAddr opens a connection to the Redis at addr: TCP, with TLS when
 // configured.
-func (p *backend) dialAddr(ctx context.Context, network, addr string) (net.Conn, error) {
+func (p *Pool) dialAddr(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: p.timeout}
 	if p.tls != nil {
 		return (&tls.Dialer{NetDialer: d, Config: p.tls}).DialContext(ctx, network, addr)
@@ -164,29 +164,29 @@ func (p *backend) dialAddr(ctx context.Context, network, addr string) (net.Conn,
 }
 
 // resp3 is a pool of the same backend whose connections speak RESP3.
-func (p *backend) resp3() *backend {
-	return &backend{proto: 3, db: p.db, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls, follow: p.follow}
+func (p *Pool) RESP3() *Pool {
+	return &Pool{proto: 3, db: p.db, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
 }
 
 // inDB is a pool of the same backend whose connections SELECT database n.
-func (p *backend) inDB(n int) *backend {
-	return &backend{proto: p.proto, db: n, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *backendConn, cap(p.idle)), tls: p.tls, follow: p.follow}
+func (p *Pool) InDB(n int) *Pool {
+	return &Pool{proto: p.proto, db: n, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
 }
 
 // get takes an idle pooled connection or dials a new one. A pooled one the
 // server closed meanwhile is dropped, as is one to a Sentinel group's
 // former primary.
-func (p *backend) get() (*backendConn, error) {
+func (p *Pool) Get() (*Conn, error) {
 	for {
 		select {
 		case b := <-p.idle:
-			if p.stale(b.nc) || time.Since(b.idle) > idleCheck && peek.Of(b.nc).Broken() {
-				b.close()
+			if p.Stale(b.NC) || time.Since(b.idle) > idleCheck && peek.Of(b.NC).Broken() {
+				b.Close()
 				continue
 			}
 			return b, nil
 		default:
-			return p.dial()
+			return p.Dial()
 		}
 	}
 }
@@ -194,27 +194,27 @@ func (p *backend) get() (*backendConn, error) {
 // put returns a healthy connection to the pool, or closes it when full,
 // or when it goes to a server that is not (or no longer) a Sentinel
 // group's primary.
-func (p *backend) put(b *backendConn) {
-	if b.readonly || p.stale(b.nc) {
-		b.close()
+func (p *Pool) Put(b *Conn) {
+	if b.readonly || p.Stale(b.NC) {
+		b.Close()
 		return
 	}
 	b.idle = time.Now()
 	select {
 	case p.idle <- b:
 	default:
-		b.close()
+		b.Close()
 	}
 }
 
 // stale reports whether nc goes to a Sentinel group's former primary.
-func (p *backend) stale(nc net.Conn) bool { return p.follow != nil && p.follow.f.Stale(nc) }
+func (p *Pool) Stale(nc net.Conn) bool { return p.Follow != nil && p.Follow.Follower.Stale(nc) }
 
-func (p *backend) close() {
+func (p *Pool) Close() {
 	for {
 		select {
 		case b := <-p.idle:
-			b.close()
+			b.Close()
 		default:
 			return
 		}
