@@ -27,7 +27,7 @@ type Conn struct {
 	Buf  []byte
 	idle time.Time // when it went back to the pool
 	// readonly: it answered READONLY, as a replica does (a Sentinel
-	// group's backend: sentinelbackend.go); it goes back to no pool.
+	// group's backend: sentinel.go); it goes back to no pool.
 	readonly bool
 }
 
@@ -35,7 +35,7 @@ type Conn struct {
 // checked for a close by the server (peek.Of) ahead of its next use.
 const idleCheck = time.Second
 
-// do sends one command and returns its raw reply, valid until the next call.
+// Do sends one command and returns its raw reply, valid until the next call.
 // timeout 0 waits without a deadline (blocking commands).
 func (b *Conn) Do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	var deadline time.Time
@@ -55,7 +55,7 @@ func (b *Conn) Do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	return b.Buf, err
 }
 
-// doMany sends several commands in one write and hands each raw reply to
+// DoMany sends several commands in one write and hands each raw reply to
 // each, in order, as it is read (valid only during the call), so that large
 // replies are not all held at once. It stops at the first error.
 func (b *Conn) DoMany(cmds []redcon.Command, timeout time.Duration, each func(reply []byte)) (int, error) {
@@ -80,29 +80,32 @@ func (b *Conn) DoMany(cmds []redcon.Command, timeout time.Duration, each func(re
 	return len(cmds), nil
 }
 
+// Close closes the connection.
 func (b *Conn) Close() { _ = b.NC.Close() }
 
-// backend dials and pools connections to the passthrough backend.
+// Pool dials and pools connections to the passthrough backend.
 type Pool struct {
 	proto    int // 3: connections say HELLO 3, for clients that speak RESP3
-	db       int // connections SELECT it when not 0 (databases.go)
+	db       int // connections SELECT it when not 0 (package proxy's databases.go)
 	Addr     string
 	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
 	idle     chan *Conn
 	tls      *tls.Config // nil: plain TCP
 	// follow: addr names a Sentinel group, and connections go to the
-	// primary it follows (sentinelbackend.go); nil for one Redis.
+	// primary it follows (sentinel.go); nil for one Redis.
 	Follow *Sentinel
 }
 
+// New is a pool of at most poolSize idle connections to the Redis at addr.
 func New(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *Pool {
 	return &Pool{Addr: addr, identity: identity, timeout: timeout, idle: make(chan *Conn, poolSize), tls: tlsCfg}
 }
 
+// Dial dials a connection, not pooled.
 func (p *Pool) Dial() (*Conn, error) { return p.DialSize(16 << 10) }
 
-// dialSize dials a connection with a read buffer of readBuf bytes.
+// DialSize dials a connection with a read buffer of readBuf bytes.
 func (p *Pool) DialSize(readBuf int) (*Conn, error) {
 	var nc net.Conn
 	var err error
@@ -163,17 +166,17 @@ func (p *Pool) dialAddr(ctx context.Context, network, addr string) (net.Conn, er
 	return sock.Wrap(nc), nil // plain TCP: its reads and writes, package sock's
 }
 
-// resp3 is a pool of the same backend whose connections speak RESP3.
+// RESP3 is a pool of the same backend whose connections speak RESP3.
 func (p *Pool) RESP3() *Pool {
 	return &Pool{proto: 3, db: p.db, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
 }
 
-// inDB is a pool of the same backend whose connections SELECT database n.
+// InDB is a pool of the same backend whose connections SELECT database n.
 func (p *Pool) InDB(n int) *Pool {
 	return &Pool{proto: p.proto, db: n, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
 }
 
-// get takes an idle pooled connection or dials a new one. A pooled one the
+// Get takes an idle pooled connection or dials a new one. A pooled one the
 // server closed meanwhile is dropped, as is one to a Sentinel group's
 // former primary.
 func (p *Pool) Get() (*Conn, error) {
@@ -191,7 +194,7 @@ func (p *Pool) Get() (*Conn, error) {
 	}
 }
 
-// put returns a healthy connection to the pool, or closes it when full,
+// Put returns a healthy connection to the pool, or closes it when full,
 // or when it goes to a server that is not (or no longer) a Sentinel
 // group's primary.
 func (p *Pool) Put(b *Conn) {
@@ -207,9 +210,10 @@ func (p *Pool) Put(b *Conn) {
 	}
 }
 
-// stale reports whether nc goes to a Sentinel group's former primary.
+// Stale reports whether nc goes to a Sentinel group's former primary.
 func (p *Pool) Stale(nc net.Conn) bool { return p.Follow != nil && p.Follow.Follower.Stale(nc) }
 
+// Close closes the idle connections.
 func (p *Pool) Close() {
 	for {
 		select {

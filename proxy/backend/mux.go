@@ -15,7 +15,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
-// Plain passthrough commands (no connection state: see plainPassthrough) of
+// Plain passthrough commands (no connection state: package proxy's plainPassthrough) of
 // all clients share one backend connection, as twemproxy does: its writer
 // sends whatever clients have queued in one write, and its reader reads the
 // replies in order and hands each client its own. Under load the backend
@@ -88,7 +88,7 @@ type muxConn struct {
 	pending chan *MuxReq  // written, waiting for replies: the reader's
 	stop    chan struct{} // closed when the connection fails
 
-	follow   *Sentinel    // a Sentinel group's backend: READONLY has it ask (sentinelbackend.go)
+	follow   *Sentinel    // a Sentinel group's backend: READONLY has it ask (sentinel.go)
 	inflight atomic.Int64 // requests submitted and not yet finished
 	lastUse  atomic.Int64 // unix ns of the last submit
 }
@@ -195,6 +195,7 @@ func (m *muxConn) writer() {
 	}
 }
 
+// ErrMuxClosed fails the commands on a shared connection that was closed.
 var ErrMuxClosed = errors.New("proxy: backend connection closed")
 
 func (m *muxConn) reader() {
@@ -260,6 +261,7 @@ func (p *Mux) get() (*muxConn, error) {
 	return m, nil
 }
 
+// Close closes the shared connection.
 func (p *Mux) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -268,7 +270,7 @@ func (p *Mux) Close() {
 	}
 }
 
-// do runs a batch of commands on a shared connection and returns their raw
+// Do runs a batch of commands on a shared connection and returns their raw
 // replies; got says how many arrived whole before an error. r, if not nil,
 // is the caller's own MuxReq, reused: the replies returned live in it until
 // its next batch.
@@ -282,8 +284,8 @@ func (p *Mux) Do(r *MuxReq, cmds []redcon.Command) (out []byte, got int, err err
 	return r.Wait()
 }
 
-// start submits a batch of commands on a shared connection, r its request,
-// without waiting for the replies: r.wait does. Batches started on several
+// Start submits a batch of commands on a shared connection, r its request,
+// without waiting for the replies: r.Wait does. Batches started on several
 // pools (the nodes of a cluster backend) are then in flight at once.
 func (p *Mux) Start(r *MuxReq, cmds []redcon.Command) error {
 	r.reset(cmds)
@@ -301,7 +303,7 @@ func (p *Mux) Start(r *MuxReq, cmds []redcon.Command) error {
 	}
 }
 
-// wait waits for the replies of the batch started with r: as do returns
+// Wait waits for the replies of the batch started with r: as Do returns
 // them.
 func (r *MuxReq) Wait() (out []byte, got int, err error) {
 	<-r.done

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +27,9 @@ import (
 //     (ERR … passthrough backend failed), and the next ones go to the new
 //     primary;
 //   - a client's own connection fails its next command, or the blocking
-//     command waiting on it, with errPinnedLost: WATCH is reset and an
+//     command waiting on it, with package proxy's errPinnedLost: WATCH is reset and an
 //     open MULTI is aborted at EXEC, never run on another server;
-//   - a subscribed client is disconnected (relay), as Sentinel's own
+//   - a subscribed client is disconnected (package proxy's relay), as Sentinel's own
 //     CLIENT KILL TYPE pubsub disconnects it from a demoted primary: it
 //     subscribes again, to the new one.
 //
@@ -46,7 +47,7 @@ type Sentinel struct {
 	asking   atomic.Bool          // an Ask after a READONLY is running
 }
 
-// newSentinelBackend starts following group, as be dials (TLS, timeouts).
+// NewSentinel starts following group, as be dials (TLS, timeouts).
 func NewSentinel(group string, be *Pool, every time.Duration, logf func(string, ...any)) (*Sentinel, error) {
 	a, err := engine.ParseSentinelAddr(group)
 	if err != nil {
@@ -146,13 +147,24 @@ func (sb *Sentinel) askNow() {
 	sb.Follower.Ask(ctx)
 }
 
+// Close stops following the group.
 func (sb *Sentinel) Close() { sb.Follower.Close() }
 
-// backendLabel is the backend as logs and status show it: a Sentinel
+// Label is the backend as logs and status show it: a Sentinel
 // group's password left out.
 func Label(addr string) string {
 	if engine.IsSentinelAddr(addr) {
 		return engine.Redact(addr)
 	}
 	return addr
+}
+
+// infoField reads one field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
