@@ -31,7 +31,7 @@ import (
 // transactions, WATCH and blocking commands keep a connection of the
 // client's own on one primary (clustertx.go). Plain commands travel
 // pipelined on each node's shared connection (run), as on a single
-// backend (package backend's mux.go); the others a round trip each on a pooled connection
+// backend (backend.Mux); the others a round trip each on a pooled connection
 // (send). docs/commands.md, "A Redis Cluster as the backend", lists what
 // is routed, split and refused.
 
@@ -154,7 +154,7 @@ func (m *clusterMap) setOwner(from, to int, addr string) {
 
 // clusterNode is the connections of one node: pools, for commands that
 // have a connection of their own for their round trip, and the shared
-// connections (package backend's mux.go) that plain commands of every client travel on,
+// connections (backend.Mux) that plain commands of every client travel on,
 // pipelined.
 type clusterNode struct {
 	be, be3   *backend.Pool
@@ -438,7 +438,7 @@ type clusterCall struct {
 	err   error
 }
 
-// run runs calls on the nodes' shared connections (package backend's mux.go), as the single
+// run runs calls on the nodes' shared connections (backend.Mux), as the single
 // backend runs plain commands: the calls bound for one node go out
 // together, in their order, in one write with other clients' commands,
 // and every node's at once; the proxy waits for all the replies. A reply

@@ -203,7 +203,7 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 }
 
 // forwardShared passes a batch of plain commands through on a shared
-// backend connection (package backend's mux.go), with r as its request (nil: a new one).
+// backend connection (backend.Mux), with r as its request (nil: a new one).
 func (s *Server) forwardShared(c redcon.Conn, r *backend.MuxReq, batch []redcon.Command) {
 	s.m.Passthrough.Add(float64(len(batch)))
 	if r == nil && s.mixed() {

@@ -335,7 +335,7 @@ func (s *Server) backendFirst(st *client, c redcon.Conn, args [][]byte, present 
 // sharedReqs holds the requests of backendShared for reuse.
 var sharedReqs = sync.Pool{New: func() any { return new(backend.MuxReq) }}
 
-// backendShared is backendValue on the shared backend connection (package backend's mux.go),
+// backendShared is backendValue on the shared backend connection (backend.Mux),
 // in RESP2 as backendValue's: the reads of data beside locks, which every
 // GET of a lock key makes, then go out with every other client's commands,
 // one write for many, pipelined GETs included (each runs on its own,

@@ -112,7 +112,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.creds = creds
 	if engine.IsSentinelAddr(beAddr) {
-		// A Sentinel group: connections go to its primary (package backend's sentinel.go).
+		// A Sentinel group: connections go to its primary (backend.Sentinel).
 		s.be.Addr = backend.Label(beAddr)
 		s.be.Follow, err = backend.NewSentinel(beAddr, s.be, cfg.Redlock.ClockCheck.Duration, func(format string, args ...any) {
 			log.Warn().Msgf(format, args...)
