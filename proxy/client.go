@@ -1,6 +1,10 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
+)
 
 // client is the per-connection state.
 type client struct {
@@ -8,7 +12,7 @@ type client struct {
 	name    string
 	libName string
 	libVer  string
-	pinned  *backendConn             // backend connection owned by this client, once it needs one
+	pinned  *backend.Conn            // backend connection owned by this client, once it needs one
 	multi   bool                     // inside MULTI
 	dirty   bool                     // a command was refused inside MULTI: EXEC must abort
 	authed  bool                     // AUTH (or HELLO … AUTH) succeeded

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -30,7 +31,7 @@ import (
 // transactions, WATCH and blocking commands keep a connection of the
 // client's own on one primary (clustertx.go). Plain commands travel
 // pipelined on each node's shared connection (run), as on a single
-// backend (mux.go); the others a round trip each on a pooled connection
+// backend (backend.Mux); the others a round trip each on a pooled connection
 // (send). docs/commands.md, "A Redis Cluster as the backend", lists what
 // is routed, split and refused.
 
@@ -153,11 +154,11 @@ func (m *clusterMap) setOwner(from, to int, addr string) {
 
 // clusterNode is the connections of one node: pools, for commands that
 // have a connection of their own for their round trip, and the shared
-// connections (mux.go) that plain commands of every client travel on,
+// connections (backend.Mux) that plain commands of every client travel on,
 // pipelined.
 type clusterNode struct {
-	be, be3   *backend
-	mux, mux3 *muxPool
+	be, be3   *backend.Pool
+	mux, mux3 *backend.Mux
 }
 
 // clusterBackend routes passthrough commands to a Redis Cluster's primaries.
@@ -191,17 +192,17 @@ func (cb *clusterBackend) node(addr string) *clusterNode {
 	defer cb.mu.Unlock()
 	n := cb.nodes[addr]
 	if n == nil {
-		be := newBackend(addr, cb.identity, cb.timeout(), 64, cb.tls)
-		n = &clusterNode{be: be, be3: be.resp3()}
-		n.mux = &muxPool{be: n.be, timeout: cb.timeout}
-		n.mux3 = &muxPool{be: n.be3, timeout: cb.timeout}
+		be := backend.New(addr, cb.identity, cb.timeout(), 64, cb.tls)
+		n = &clusterNode{be: be, be3: be.RESP3()}
+		n.mux = &backend.Mux{Pool: n.be, Timeout: cb.timeout}
+		n.mux3 = &backend.Mux{Pool: n.be3, Timeout: cb.timeout}
 		cb.nodes[addr] = n
 	}
 	return n
 }
 
 // pool is the pool of addr for a protocol.
-func (cb *clusterBackend) pool(addr string, resp3 bool) *backend {
+func (cb *clusterBackend) pool(addr string, resp3 bool) *backend.Pool {
 	if n := cb.node(addr); resp3 {
 		return n.be3
 	} else {
@@ -214,10 +215,10 @@ func (cb *clusterBackend) close() {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	for _, n := range cb.nodes {
-		n.be.close()
-		n.be3.close()
-		n.mux.close()
-		n.mux3.close()
+		n.be.Close()
+		n.be3.Close()
+		n.mux.Close()
+		n.mux3.Close()
 	}
 }
 
@@ -294,17 +295,17 @@ func (cb *clusterBackend) load() error {
 // readSlots reads the slot map from one node.
 func (cb *clusterBackend) readSlots(addr string) (*clusterMap, error) {
 	be := cb.pool(addr, false)
-	bc, err := be.get()
+	bc, err := be.Get()
 	if err != nil {
 		return nil, err
 	}
-	raw, err := bc.do([][]byte{[]byte("CLUSTER"), []byte("SLOTS")}, cb.timeout())
+	raw, err := bc.Do([][]byte{[]byte("CLUSTER"), []byte("SLOTS")}, cb.timeout())
 	if err != nil {
-		bc.close()
+		bc.Close()
 		return nil, err
 	}
 	v, err := wire.ParseValue(raw)
-	be.put(bc)
+	be.Put(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +438,7 @@ type clusterCall struct {
 	err   error
 }
 
-// run runs calls on the nodes' shared connections (mux.go), as the single
+// run runs calls on the nodes' shared connections (backend.Mux), as the single
 // backend runs plain commands: the calls bound for one node go out
 // together, in their order, in one write with other clients' commands,
 // and every node's at once; the proxy waits for all the replies. A reply
@@ -457,7 +458,7 @@ func (cb *clusterBackend) run(calls []clusterCall, resp3 bool) {
 		addr string
 		at   []int // indexes in calls
 		cmds []redcon.Command
-		r    muxReq
+		r    backend.MuxReq
 		err  error
 	}
 	var parts []*part
@@ -482,7 +483,7 @@ func (cb *clusterBackend) run(calls []clusterCall, resp3 bool) {
 		if resp3 {
 			pool = n.mux3
 		}
-		p.err = pool.start(&p.r, p.cmds)
+		p.err = pool.Start(&p.r, p.cmds)
 	}
 	for _, p := range parts {
 		if p.err != nil {
@@ -492,18 +493,18 @@ func (cb *clusterBackend) run(calls []clusterCall, resp3 bool) {
 			cb.askRefresh()
 			continue
 		}
-		out, got, err := p.r.wait()
+		out, got, err := p.r.Wait()
 		prev := 0
 		for j, at := range p.at {
 			if j >= got {
 				calls[at].err = err
 				if err == nil {
-					calls[at].err = errMuxClosed
+					calls[at].err = backend.ErrMuxClosed
 				}
 				continue
 			}
-			calls[at].reply = out[prev:p.r.ends[j]:p.r.ends[j]]
-			prev = p.r.ends[j]
+			calls[at].reply = out[prev:p.r.Ends[j]:p.r.Ends[j]]
+			prev = p.r.Ends[j]
 		}
 		if err != nil {
 			cb.askRefresh()
@@ -529,9 +530,9 @@ func (cb *clusterBackend) runOne(addr string, slot int, args [][]byte, resp3 boo
 // replaced once by a new one.
 func (cb *clusterBackend) sendOnce(addr string, args [][]byte, resp3, asking bool) ([]byte, error) {
 	be := cb.pool(addr, resp3)
-	run := func(bc *backendConn) ([]byte, error) {
+	run := func(bc *backend.Conn) ([]byte, error) {
 		if asking {
-			r, err := bc.do([][]byte{[]byte("ASKING")}, cb.timeout())
+			r, err := bc.Do([][]byte{[]byte("ASKING")}, cb.timeout())
 			if err != nil {
 				return nil, err
 			}
@@ -539,28 +540,28 @@ func (cb *clusterBackend) sendOnce(addr string, args [][]byte, resp3, asking boo
 				return append([]byte(nil), r...), nil
 			}
 		}
-		r, err := bc.do(args, cb.timeout())
+		r, err := bc.Do(args, cb.timeout())
 		if err != nil {
 			return nil, err
 		}
 		return append([]byte(nil), r...), nil
 	}
-	bc, err := be.get()
+	bc, err := be.Get()
 	if err != nil {
 		return nil, errBackendUnreachable
 	}
 	reply, err := run(bc)
 	if err != nil {
-		bc.close()
-		if bc, err = be.dial(); err != nil {
+		bc.Close()
+		if bc, err = be.Dial(); err != nil {
 			return nil, errBackendUnreachable
 		}
 		if reply, err = run(bc); err != nil {
-			bc.close()
+			bc.Close()
 			return nil, err
 		}
 	}
-	be.put(bc)
+	be.Put(bc)
 	return reply, nil
 }
 

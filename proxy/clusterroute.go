@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -149,7 +150,7 @@ func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
 		// On the node the proxy's subscriptions are on (the first
 		// seed): its count is theirs. The cluster passes the message to
 		// every node's subscribers.
-		return v.one(s.be.addr, -1, args)
+		return v.one(s.be.Addr, -1, args)
 	case slot >= -1:
 		return v.one(m.addrOf(slot), slot, args)
 	case splitCommands[name]:
@@ -382,7 +383,7 @@ func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
 // backend: the commands with keys of one slot go to its primary on the
 // node's shared connection (clusterBackend.run), those of the batch bound
 // for one node together, in their order, every node's at once, in turns
-// of at most muxMaxBatch commands (whose replies are held at once). A
+// of at most backend.MuxMaxBatch commands (whose replies are held at once). A
 // command without keys, with keys of several slots (split or refused) or
 // run on every primary (DBSIZE, SCAN, FLUSHALL…) may act on any key: it
 // runs alone, after the commands before it are answered and before those
@@ -398,7 +399,7 @@ func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command)
 		}
 		return
 	}
-	calls := make([]clusterCall, 0, min(len(batch), muxMaxBatch))
+	calls := make([]clusterCall, 0, min(len(batch), backend.MuxMaxBatch))
 	first := 0 // calls[0]'s place in batch
 	flush := func() {
 		if len(calls) == 0 {
@@ -421,7 +422,7 @@ func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command)
 			s.clusterReply(c, st, cmd.Args, reply, err)
 			continue
 		}
-		if len(calls) == muxMaxBatch {
+		if len(calls) == backend.MuxMaxBatch {
 			flush()
 		}
 		if len(calls) == 0 {

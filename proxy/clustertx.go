@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 )
 
 // Transactions, WATCH and blocking commands on a cluster backend. They run
@@ -32,11 +34,11 @@ import (
 
 // clusterTx is what a client's own connection to a cluster node carries.
 type clusterTx struct {
-	conn     *backendConn // the connection it describes
-	slot     int          // the slot it is bound to: -1 none
-	multi    bool         // MULTI is open on it
-	watching bool         // WATCH is in force on it
-	queued   [][][]byte   // the commands queued since MULTI, to send again
+	conn     *backend.Conn // the connection it describes
+	slot     int           // the slot it is bound to: -1 none
+	multi    bool          // MULTI is open on it
+	watching bool          // WATCH is in force on it
+	queued   [][][]byte    // the commands queued since MULTI, to send again
 }
 
 // bound reports whether the connection must stay with its slot's primary.
@@ -85,7 +87,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 	}
 	lost := func() {
 		if st.pinned != nil {
-			st.pinned.close()
+			st.pinned.Close()
 		}
 		st.lostPinned()
 		st.cluster = nil
@@ -106,12 +108,12 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		case tx.slot >= 0 && m.owner(tx.slot) != "":
 			target = m.owner(tx.slot)
 		}
-		if st.pinned != nil && target != "" && st.pinned.home.addr != target {
+		if st.pinned != nil && target != "" && st.pinned.Home.Addr != target {
 			if tx.watching {
 				lost()
 				return
 			}
-			st.pinned.close()
+			st.pinned.Close()
 			st.pinned = nil
 		}
 		if st.pinned == nil {
@@ -119,7 +121,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			if addr == "" {
 				addr = m.primaries[0]
 			}
-			bc, err := s.cl.pool(addr, st.proto == 3).dial()
+			bc, err := s.cl.pool(addr, st.proto == 3).Dial()
 			if err != nil {
 				s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 				st.lostPinned()
@@ -137,7 +139,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		if pin && !st.multi && !tx.multi && name != "multi" {
 			timeout = 0 // blocking commands wait as long as the client asked
 		}
-		reply, err := st.pinned.do(args, timeout)
+		reply, err := st.pinned.Do(args, timeout)
 		if err != nil {
 			s.log.Warn().Err(err).Msg("passthrough command failed")
 			lost()
@@ -156,7 +158,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			if tx.multi {
 				// The node flagged or discarded the transaction: start
 				// it again.
-				st.pinned.close()
+				st.pinned.Close()
 				st.pinned = nil
 			}
 			continue
@@ -198,9 +200,9 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 
 // replayTx opens the transaction tx on a new connection: MULTI and the
 // commands queued so far.
-func (s *Server) replayTx(bc *backendConn, tx *clusterTx) bool {
+func (s *Server) replayTx(bc *backend.Conn, tx *clusterTx) bool {
 	for _, cmd := range append([][][]byte{{[]byte("MULTI")}}, tx.queued...) {
-		r, err := bc.do(cmd, s.passthroughTimeout())
+		r, err := bc.Do(cmd, s.passthroughTimeout())
 		if err != nil || len(r) == 0 || r[0] != '+' {
 			return false
 		}

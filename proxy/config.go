@@ -293,7 +293,7 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Proxy.Backend != "" {
 		if engine.IsSentinelAddr(c.Proxy.Backend) {
-			// Its connections follow the group's primary (sentinelbackend.go).
+			// Its connections follow the group's primary (backend.Sentinel).
 			if _, err := engine.ParseSentinelAddr(c.Proxy.Backend); err != nil {
 				return fmt.Errorf("proxy.backend: %w", err)
 			}

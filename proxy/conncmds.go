@@ -70,9 +70,9 @@ func cmdSelect(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		}
 	}
 	if st.pinned != nil {
-		reply, err := st.pinned.do(args, s.passthroughTimeout())
+		reply, err := st.pinned.Do(args, s.passthroughTimeout())
 		if err != nil {
-			st.pinned.close()
+			st.pinned.Close()
 			st.lostPinned()
 			c.WriteError(errPinnedLost)
 			return replied
@@ -112,7 +112,7 @@ func cmdAuth(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // closing it would).
 func cmdReset(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if st.pinned != nil {
-		st.pinned.close()
+		st.pinned.Close()
 	}
 	if ls := st.leases.Load(); ls != nil {
 		ls.closeAll(true) // the leases release their locks on their own goroutines
@@ -180,8 +180,8 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		if st.pinned != nil {
 			// The client's own backend connection (WATCH, MULTI, blocking
 			// commands) answers in the new protocol too.
-			if _, err := st.pinned.do([][]byte{[]byte("HELLO"), []byte(strconv.Itoa(proto))}, s.passthroughTimeout()); err != nil {
-				st.pinned.close()
+			if _, err := st.pinned.Do([][]byte{[]byte("HELLO"), []byte(strconv.Itoa(proto))}, s.passthroughTimeout()); err != nil {
+				st.pinned.Close()
 				st.lostPinned()
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -29,8 +30,8 @@ import (
 type database struct {
 	n         int
 	rl        *engine.Client
-	be, be3   *backend
-	mux, mux3 *muxPool
+	be, be3   *backend.Pool
+	mux, mux3 *backend.Mux
 }
 
 // dbOf is the database st has selected.
@@ -59,13 +60,13 @@ func (s *Server) database(n int) (d *database, reply string, err error) {
 	if s.closing.Load() {
 		return nil, "", errors.New("proxy: closing")
 	}
-	be := s.be.inDB(n)
-	bc, err := s.be.dial()
+	be := s.be.InDB(n)
+	bc, err := s.be.Dial()
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := bc.do([][]byte{[]byte("SELECT"), []byte(strconv.Itoa(n))}, s.passthroughTimeout())
-	bc.close()
+	r, err := bc.Do([][]byte{[]byte("SELECT"), []byte(strconv.Itoa(n))}, s.passthroughTimeout())
+	bc.Close()
 	switch {
 	case err != nil:
 		return nil, "", err
@@ -81,9 +82,9 @@ func (s *Server) database(n int) (d *database, reply string, err error) {
 		defer cancel()
 		rl.Probe(ctx)
 	}()
-	d = &database{n: n, rl: rl, be: be, be3: be.resp3()}
-	d.mux = &muxPool{be: d.be, timeout: s.passthroughTimeout}
-	d.mux3 = &muxPool{be: d.be3, timeout: s.passthroughTimeout}
+	d = &database{n: n, rl: rl, be: be, be3: be.RESP3()}
+	d.mux = &backend.Mux{Pool: d.be, Timeout: s.passthroughTimeout}
+	d.mux3 = &backend.Mux{Pool: d.be3, Timeout: s.passthroughTimeout}
 	if s.dbs == nil {
 		s.dbs = map[int]*database{}
 	}
@@ -98,10 +99,10 @@ func (s *Server) closeDatabases() error {
 	defer s.dbMu.Unlock()
 	var errs []error
 	for _, d := range s.dbs {
-		d.mux.close()
-		d.be.close()
-		d.mux3.close()
-		d.be3.close()
+		d.mux.Close()
+		d.be.Close()
+		d.mux3.Close()
+		d.be3.Close()
 		errs = append(errs, d.rl.Close())
 	}
 	s.dbs = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -161,10 +162,10 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		rest = c.ReadPipeline()
 		batch = append(batch, rest[:n]...)
 	}
-	var r *muxReq // the session's own, reused
+	var r *backend.MuxReq // the session's own, reused
 	if ss != nil {
 		if ss.req == nil {
-			ss.req = new(muxReq)
+			ss.req = new(backend.MuxReq)
 		}
 		r = ss.req
 	}
@@ -173,14 +174,14 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 		s.clusterBatch(c, st, batch) // clusterroute.go
 	case reads:
 		// On the shared connection (no client with reads has one of its
-		// own), in turns of at most muxMaxBatch, whose replies are held
+		// own), in turns of at most backend.MuxMaxBatch, whose replies are held
 		// at once.
 		for b := batch; len(b) > 0; {
-			k := min(len(b), muxMaxBatch)
+			k := min(len(b), backend.MuxMaxBatch)
 			s.forwardShared(c, r, b[:k])
 			b = b[k:]
 		}
-	case st.pinned != nil || len(batch) > muxMaxBatch:
+	case st.pinned != nil || len(batch) > backend.MuxMaxBatch:
 		// After WATCH: stay on the client's connection. A long batch gets a
 		// connection of its own, its replies passed on one by one, so that
 		// they are not all held at once for a client that reads slowly.
@@ -202,13 +203,13 @@ func (s *Server) forwardPipeline(c redcon.Conn, st *client, cmd redcon.Command) 
 }
 
 // forwardShared passes a batch of plain commands through on a shared
-// backend connection (mux.go), with r as its request (nil: a new one).
-func (s *Server) forwardShared(c redcon.Conn, r *muxReq, batch []redcon.Command) {
+// backend connection (backend.Mux), with r as its request (nil: a new one).
+func (s *Server) forwardShared(c redcon.Conn, r *backend.MuxReq, batch []redcon.Command) {
 	s.m.Passthrough.Add(float64(len(batch)))
 	if r == nil && s.mixed() {
-		r = new(muxReq) // its reply ends are read below
+		r = new(backend.MuxReq) // its reply ends are read below
 	}
-	out, got, err := s.muxFor(c).do(r, batch)
+	out, got, err := s.muxFor(c).Do(r, batch)
 	if got > 0 {
 		if s.mixed() {
 			s.writeBatched(c, r, batch[:got], out)
@@ -236,12 +237,12 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 		}
 		return
 	}
-	done, err := bc.doMany(batch, s.passthroughTimeout(), func(reply []byte) {
+	done, err := bc.DoMany(batch, s.passthroughTimeout(), func(reply []byte) {
 		c.WriteRaw(reply)
 		handOver(c) // a large reply leaves redcon's buffer before the next is read
 	})
 	if err != nil {
-		bc.close()
+		bc.Close()
 		if !pooled {
 			st.lostPinned()
 		}
@@ -252,7 +253,7 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 		return
 	}
 	if pooled {
-		bc.home.put(bc)
+		bc.Home.Put(bc)
 	}
 }
 
@@ -410,9 +411,9 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	if pin && !st.multi {
 		timeout = 0 // blocking commands wait as long as the client asked
 	}
-	reply, err := bc.do(args, timeout)
+	reply, err := bc.Do(args, timeout)
 	if err != nil {
-		bc.close()
+		bc.Close()
 		if !pooled {
 			st.lostPinned()
 		}
@@ -422,12 +423,12 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	}
 	c.WriteRaw(reply)
 	if pooled {
-		bc.home.put(bc)
+		bc.Home.Put(bc)
 	}
 }
 
 // beFor is the backend pool of a client's protocol.
-func (s *Server) beFor(st *client) *backend {
+func (s *Server) beFor(st *client) *backend.Pool {
 	d := s.dbOf(st)
 	if st.proto == 3 {
 		return d.be3
@@ -436,7 +437,7 @@ func (s *Server) beFor(st *client) *backend {
 }
 
 // muxFor is the shared passthrough connection of a client's protocol.
-func (s *Server) muxFor(c redcon.Conn) *muxPool {
+func (s *Server) muxFor(c redcon.Conn) *backend.Mux {
 	st, _ := c.Context().(*client)
 	d := s.dbOf(st)
 	if st != nil && st.proto == 3 {
@@ -445,16 +446,16 @@ func (s *Server) muxFor(c redcon.Conn) *muxPool {
 	return d.mux
 }
 
-func (s *Server) backendFor(st *client, pin bool) (bc *backendConn, pooled bool, err error) {
+func (s *Server) backendFor(st *client, pin bool) (bc *backend.Conn, pooled bool, err error) {
 	if st.pinned != nil {
 		return st.pinned, false, nil
 	}
 	be := s.beFor(st)
 	if !pin {
-		bc, err = be.get()
+		bc, err = be.Get()
 		return bc, true, err
 	}
-	bc, err = be.dial()
+	bc, err = be.Dial()
 	if err == nil {
 		st.pinned = bc
 	}

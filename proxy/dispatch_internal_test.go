@@ -143,7 +143,7 @@ func FuzzDispatch(f *testing.F) {
 		c.SetContext(st)
 		s.handle(c, redcon.Command{Args: args})
 		if st.pinned != nil {
-			st.pinned.close()
+			st.pinned.Close()
 		}
 		out, err := c.replies()
 		if err != nil {

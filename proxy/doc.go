@@ -47,14 +47,16 @@
 //     sorted-set commands on their keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
-//   - Passthrough: backend.go (pooled and pinned backend connections, RESP2
-//     and RESP3), mux.go (the shared connection plain commands travel on),
+//   - Passthrough: package backend (pooled and pinned backend connections,
+//     RESP2 and RESP3, backend.go; the shared connection plain commands
+//     travel on, mux.go; a Sentinel group as the backend, its connections
+//     following its primary, sentinel.go), dispatch.go (forwarding to it),
 //     pubsub.go (a subscribed client's connection and its relay),
 //     tracking.go (client-side caching), keyspace.go (SCAN, KEYS, DBSIZE
-//     with the locks the backend has no key for); a Sentinel group as the
-//     backend: sentinelbackend.go (connections follow its primary); a Redis
-//     Cluster as the backend: cluster.go (the slot map), clusterroute.go (one command's
-//     node), clustertx.go (transactions, WATCH, blocking commands).
+//     with the locks the backend has no key for); a Redis Cluster as the
+//     backend, on package backend's pools: cluster.go (the slot map),
+//     clusterroute.go (one command's node), clustertx.go (transactions,
+//     WATCH, blocking commands).
 //   - Data beside locks (a backend of its own and every key a lock key):
 //     mixed.go (locks mirrored into the backend's keyspace), flush.go
 //     (FLUSHDB and FLUSHALL end the locks whose mirrors they erased).
@@ -65,6 +67,7 @@
 //   - Admin surfaces: package admin (metrics, health, status page), given
 //     an admin.Source; server.go serves its handler.
 //
-// Imports go one way: proxy imports proxy/admin, proxy/lockscripts and
-// proxy/wire, none of which imports proxy or another of them.
+// Imports go one way: proxy imports proxy/admin, proxy/backend,
+// proxy/lockscripts and proxy/wire, none of which imports proxy; of them
+// only proxy/backend imports another (proxy/wire).
 package proxy

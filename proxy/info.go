@@ -76,7 +76,7 @@ func cmdInfo(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				orNone(m.Role), m.Replicas, m.MinReplicasToWrite, m.Promotions, orNone(m.EvictionPolicy), m.Maxmemory, m.EvictedKeys, m.Evictions, m.RunID, infoSentinel(m.Sentinel)+infoCluster(m.Cluster))
 			infoShards(&b, i, m.Cluster)
 		}
-		if g := s.backendSentinel(); g != nil { // a Sentinel group as the backend (sentinelbackend.go)
+		if g := s.backendSentinel(); g != nil { // a Sentinel group as the backend (backend.Sentinel)
 			fmt.Fprintf(&b, "backend:%s\r\n", strings.TrimPrefix(infoSentinel(g), ","))
 		}
 	})
@@ -218,4 +218,14 @@ func orNone(v string) string {
 		return "none"
 	}
 	return v
+}
+
+// backendSentinel is the backend's Sentinel group as the follower sees it;
+// nil for a backend that is not one.
+func (s *Server) backendSentinel() *engine.SentinelStatus {
+	if s.be.Follow == nil {
+		return nil
+	}
+	st := s.be.Follow.Follower.Status()
+	return &st
 }

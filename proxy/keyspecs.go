@@ -97,26 +97,26 @@ func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 		return s.clusterValue(args, false) // clusterroute.go
 	}
 	be := s.dbOf(st).be
-	bc, err := be.get()
+	bc, err := be.Get()
 	if err != nil {
 		return nil, errBackendUnreachable
 	}
-	raw, err := bc.do(args, s.passthroughTimeout())
+	raw, err := bc.Do(args, s.passthroughTimeout())
 	if err != nil {
-		bc.close()
+		bc.Close()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, err
 		}
-		if bc, err = be.dial(); err != nil {
+		if bc, err = be.Dial(); err != nil {
 			return nil, errBackendUnreachable
 		}
-		if raw, err = bc.do(args, s.passthroughTimeout()); err != nil {
-			bc.close()
+		if raw, err = bc.Do(args, s.passthroughTimeout()); err != nil {
+			bc.Close()
 			return nil, err
 		}
 	}
 	v, err := wire.ParseValue(raw)
-	be.put(bc)
+	be.Put(bc)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -332,9 +333,9 @@ func (s *Server) backendFirst(st *client, c redcon.Conn, args [][]byte, present 
 }
 
 // sharedReqs holds the requests of backendShared for reuse.
-var sharedReqs = sync.Pool{New: func() any { return new(muxReq) }}
+var sharedReqs = sync.Pool{New: func() any { return new(backend.MuxReq) }}
 
-// backendShared is backendValue on the shared backend connection (mux.go),
+// backendShared is backendValue on the shared backend connection (backend.Mux),
 // in RESP2 as backendValue's: the reads of data beside locks, which every
 // GET of a lock key makes, then go out with every other client's commands,
 // one write for many, pipelined GETs included (each runs on its own,
@@ -345,12 +346,12 @@ func (s *Server) backendShared(st *client, args [][]byte) (any, error) {
 	if s.cl != nil {
 		return s.clusterValue(args, true)
 	}
-	r := sharedReqs.Get().(*muxReq)
+	r := sharedReqs.Get().(*backend.MuxReq)
 	defer sharedReqs.Put(r)
-	out, got, err := s.dbOf(st).mux.do(r, []redcon.Command{{Args: args}})
+	out, got, err := s.dbOf(st).mux.Do(r, []redcon.Command{{Args: args}})
 	switch {
 	case got < 1 && err == nil:
-		return nil, errMuxClosed
+		return nil, backend.ErrMuxClosed
 	case got < 1:
 		return nil, err
 	}
@@ -391,11 +392,11 @@ func (s *Server) batchedRead(c redcon.Conn, st *client, e *command, args [][]byt
 // answers (a lock without a mirror: cmdGet). The batch's other commands
 // are data commands, which never change a master, so the quorum's answer
 // is the one it had before them.
-func (s *Server) writeBatched(c redcon.Conn, r *muxReq, batch []redcon.Command, out []byte) {
+func (s *Server) writeBatched(c redcon.Conn, r *backend.MuxReq, batch []redcon.Command, out []byte) {
 	st, _ := c.Context().(*client)
 	from, start := 0, 0
 	for i, cmd := range batch {
-		end := r.ends[i]
+		end := r.Ends[i]
 		if isNilReply(out[start:end]) && len(cmd.Args) == 2 && s.isLockKey(cmd.Args[1]) {
 			if e := lookup(cmd.Args[0]); e != nil && e.name == "get" {
 				c.WriteRaw(out[from:start])

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -49,7 +50,7 @@ const subReadBuf = 1 << 10
 // subscription is a subscribed client's backend connection and what it is
 // subscribed to.
 type subscription struct {
-	bc       *backendConn
+	bc       *backend.Conn
 	resp3    bool
 	channels map[string]struct{}
 	patterns map[string]struct{}
@@ -121,7 +122,7 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	// A small read buffer: an idle subscriber's memory is mostly its
 	// buffers. It holds a reply's header line (the longest a status or
 	// error line of the backend's); messages are read past it.
-	bc, err := s.beFor(st).dialSize(subReadBuf)
+	bc, err := s.beFor(st).DialSize(subReadBuf)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
@@ -134,7 +135,7 @@ func cmdSubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 
 // openSub makes bc the client's own connection, relayed (subscriptions,
 // client-side caching).
-func (s *Server) openSub(ss *session, st *client, bc *backendConn) {
+func (s *Server) openSub(ss *session, st *client, bc *backend.Conn) {
 	sub := &subscription{bc: bc, resp3: st.proto == 3, channels: map[string]struct{}{}, patterns: map[string]struct{}{},
 		shards: map[string]struct{}{}, synced: make(chan struct{}, 1), done: make(chan struct{})}
 	// What the client was answered before goes out first; from now on the
@@ -217,9 +218,9 @@ func (s *Server) subscribed(ss *session, st *client, e *command, name string, ar
 // failure closes the client (its subscriptions are gone).
 func (s *Server) sendSub(ss *session, st *client, args [][]byte) bool {
 	sub := st.sub
-	sub.bc.buf = wire.AppendCommand(sub.bc.buf[:0], args)
-	_ = sub.bc.nc.SetWriteDeadline(time.Now().Add(s.passthroughTimeout()))
-	if _, err := sub.bc.nc.Write(sub.bc.buf); err != nil {
+	sub.bc.Buf = wire.AppendCommand(sub.bc.Buf[:0], args)
+	_ = sub.bc.NC.SetWriteDeadline(time.Now().Add(s.passthroughTimeout()))
+	if _, err := sub.bc.NC.Write(sub.bc.Buf); err != nil {
 		s.log.Warn().Err(err).Str("client", ss.addr).Msg("subscription connection failed; closing the client")
 		_ = ss.Close()
 		return false
@@ -265,7 +266,7 @@ func (s *Server) sync(ss *session, st *client) bool {
 func (s *Server) endSubscription(ss *session, st *client) {
 	sub := st.sub
 	s.sync(ss, st)
-	sub.bc.close()
+	sub.bc.Close()
 	<-sub.done
 	st.sub = nil
 	ss.outMu.Lock()
@@ -290,13 +291,13 @@ func (s *Server) relay(ss *session, sub *subscription) {
 	var buf []byte
 	for {
 		// No deadline: a subscriber waits for messages as long as it wants.
-		_ = sub.bc.nc.SetReadDeadline(time.Time{})
+		_ = sub.bc.NC.SetReadDeadline(time.Time{})
 		var err error
-		buf, err = wire.ReadReply(sub.bc.r, buf[:0])
+		buf, err = wire.ReadReply(sub.bc.R, buf[:0])
 		if err != nil {
 			// Not closed by endSubscription: by the backend, or by the
 			// proxy on a Sentinel group's switch of primary.
-			if !errors.Is(err, net.ErrClosed) || sub.bc.home.stale(sub.bc.nc) {
+			if !errors.Is(err, net.ErrClosed) || sub.bc.Home.Stale(sub.bc.NC) {
 				s.log.Debug().Err(err).Str("client", ss.addr).Msg("subscription connection ended")
 				_ = ss.cc.Close() // its subscriptions are gone; unblocks the session
 			}
@@ -318,7 +319,7 @@ func (s *Server) relay(ss *session, sub *subscription) {
 		ss.outMu.Unlock()
 		if werr != nil {
 			_ = ss.cc.Close()
-			_ = sub.bc.nc.Close()
+			_ = sub.bc.NC.Close()
 			return
 		}
 		if cap(buf) > maxReplyBuf {
@@ -351,7 +352,7 @@ func cmdUnsubscribe(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // closeSubscription ends a client's subscription when it leaves.
 func (st *client) closeSubscription() {
 	if sub := st.sub; sub != nil {
-		sub.bc.close()
+		sub.bc.Close()
 		<-sub.done
 		st.sub = nil
 	}

@@ -24,7 +24,7 @@ func TestSentinelMasterConfig(t *testing.T) {
 	for _, c := range []proxy.Config{
 		cfg("127.0.0.1:6379", group, "10.0.0.3:6379", "10.0.0.4:6379"),
 		cfg("", "10.0.0.3:6379", group, "sentinel://u:p@10.0.0.5:26379/locks-b"),
-		// The backend a Sentinel group (sentinelbackend.go): its own, or
+		// The backend a Sentinel group (backend.Sentinel): its own, or
 		// the first voter's.
 		cfg(group, "10.0.0.3:6379"),
 		cfg("", group, "10.0.0.3:6379", "10.0.0.4:6379"),

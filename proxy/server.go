@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/admin"
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -35,12 +36,12 @@ type Server struct {
 	cfg Config
 	log zerolog.Logger
 	rl  *engine.Client
-	be  *backend
-	mux *muxPool // the shared connection for plain passthrough
+	be  *backend.Pool
+	mux *backend.Mux // the shared connection for plain passthrough
 	// The same for clients that speak RESP3: their replies come from the
 	// backend in RESP3, type for type.
-	be3     *backend
-	mux3    *muxPool
+	be3     *backend.Pool
+	mux3    *backend.Mux
 	scripts *lockscripts.Cache
 	waits   waitQueues // LOCK.ACQUIRE … WAIT
 	ops     *opRunners // run pipelined lock operations (pipeline.go)
@@ -107,13 +108,13 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: lockscripts.NewCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
-		be: newBackend(beAddr, creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
+		be: backend.New(beAddr, creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
 	}
 	s.creds = creds
 	if engine.IsSentinelAddr(beAddr) {
-		// A Sentinel group: connections go to its primary (sentinelbackend.go).
-		s.be.addr = backendLabel(beAddr)
-		s.be.follow, err = newSentinelBackend(beAddr, s.be, cfg.Redlock.ClockCheck.Duration, func(format string, args ...any) {
+		// A Sentinel group: connections go to its primary (backend.Sentinel).
+		s.be.Addr = backend.Label(beAddr)
+		s.be.Follow, err = backend.NewSentinel(beAddr, s.be, cfg.Redlock.ClockCheck.Duration, func(format string, args ...any) {
 			log.Warn().Msgf(format, args...)
 		})
 		if err != nil {
@@ -122,9 +123,9 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		}
 	}
 	s.ops = newOpRunners(s)
-	s.mux = &muxPool{be: s.be, timeout: s.passthroughTimeout}
-	s.be3 = s.be.resp3()
-	s.mux3 = &muxPool{be: s.be3, timeout: s.passthroughTimeout}
+	s.mux = &backend.Mux{Pool: s.be, Timeout: s.passthroughTimeout}
+	s.be3 = s.be.RESP3()
+	s.mux3 = &backend.Mux{Pool: s.be3, Timeout: s.passthroughTimeout}
 	s.db0 = &database{rl: rl, be: s.be, be3: s.be3, mux: s.mux, mux3: s.mux3}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
@@ -137,7 +138,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.m = admin.NewMetrics(admin.Source{
 		Engine: rl, Clients: s.clients.Load, MaxClients: s.maxClients.Load, GuardWindow: s.guardWindow,
-		Listen: cfg.Proxy.Listen, Backend: s.be.addr, Version: Version, Started: s.started,
+		Listen: cfg.Proxy.Listen, Backend: s.be.Addr, Version: Version, Started: s.started,
 		Logf: func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
 	})
 	h, run := s.m.Handler()
@@ -186,7 +187,7 @@ func (s *Server) Serve() error {
 	s.checkBackendIdentity()
 	go func() { _, _ = s.keyTab.load(s) }() // where commands' keys are, before the first command asks
 	s.log.Info().Str("listen", ln.Addr().String()).Int("masters", s.rl.Masters()).Int("reachable", up).
-		Int("quorum", s.rl.Quorum()).Str("backend", s.be.addr).Msg("redlock-proxy serving")
+		Int("quorum", s.rl.Quorum()).Str("backend", s.be.Addr).Msg("redlock-proxy serving")
 	if up < s.rl.Quorum() {
 		s.log.Warn().Int("reachable", up).Int("quorum", s.rl.Quorum()).Msg("fewer masters reachable than the quorum; lock commands will be refused until enough are up")
 	}
@@ -272,12 +273,12 @@ func (s *Server) Close() error {
 	if s.httpLn != nil {
 		_ = s.http.Close()
 	}
-	s.mux.close()
-	s.be.close()
-	s.mux3.close()
-	s.be3.close()
-	if s.be.follow != nil {
-		s.be.follow.close()
+	s.mux.Close()
+	s.be.Close()
+	s.mux3.Close()
+	s.be3.Close()
+	if s.be.Follow != nil {
+		s.be.Follow.Close()
 	}
 	if s.cl != nil {
 		s.cl.close()
@@ -320,7 +321,7 @@ func (s *Server) closed(c redcon.Conn, err error, byClient bool) {
 		s.log.Info().Str("client", c.RemoteAddr()).Msg("client closed: it did not read its replies within proxy.write_timeout, or was idle for proxy.idle_timeout")
 	}
 	if st, ok := c.Context().(*client); ok && st.pinned != nil {
-		st.pinned.close()
+		st.pinned.Close()
 		st.pinned = nil
 	}
 	if st, ok := c.Context().(*client); ok {

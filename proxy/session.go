@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -89,7 +90,7 @@ type session struct {
 	// Reused by every plain passthrough batch (forwardPipeline): the list
 	// of its commands, and its request on a shared backend connection.
 	batch []redcon.Command
-	req   *muxReq
+	req   *backend.MuxReq
 	// Lock operations in flight (pipeline.go): outMu guards fly and every
 	// write to cc once the session has had one.
 	outMu sync.Mutex

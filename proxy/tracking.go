@@ -86,7 +86,7 @@ func (s *Server) clientTracking(c redcon.Conn, st *client, args [][]byte) {
 		}
 		return
 	}
-	bc, err := s.beFor(st).dial()
+	bc, err := s.beFor(st).Dial()
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 		c.WriteError("ERR redlock-proxy: passthrough backend unreachable")
@@ -94,9 +94,9 @@ func (s *Server) clientTracking(c redcon.Conn, st *client, args [][]byte) {
 	}
 	// The backend checks the options; only if it took them does the
 	// connection become the client's.
-	reply, err := bc.do(args, s.passthroughTimeout())
+	reply, err := bc.Do(args, s.passthroughTimeout())
 	if err != nil || len(reply) == 0 || reply[0] == '-' {
-		bc.close()
+		bc.Close()
 		if err != nil {
 			s.log.Warn().Err(err).Msg("passthrough command failed")
 			c.WriteError("ERR redlock-proxy: passthrough backend failed")

@@ -1,4 +1,4 @@
-package proxy
+package backend
 
 import (
 	"bufio"
@@ -17,26 +17,26 @@ import (
 // READONLY goes back to no pool. The primary the sentinels name passes.
 func TestSentinelBackendRefusesReplica(t *testing.T) {
 	g := redistest.StartSentinels(t, "app-r")
-	be := newBackend("", func() (string, string) { return "", "" }, time.Second, 4, nil)
-	sb, err := newSentinelBackend(g.URL(), be, time.Second, t.Logf)
+	be := New("", func() (string, string) { return "", "" }, time.Second, 4, nil)
+	sb, err := NewSentinel(g.URL(), be, time.Second, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.close()
-	be.follow = sb
+	defer sb.Close()
+	be.Follow = sb
 	primary, replica := g.Servers[0], g.Servers[1]
 
-	open := func(addr string) *backendConn {
+	open := func(addr string) *Conn {
 		nc, err := be.dialAddr(context.Background(), "tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &backendConn{home: be, nc: nc, r: bufio.NewReader(nc)}
+		return &Conn{Home: be, NC: nc, R: bufio.NewReader(nc)}
 	}
 	// Without the check the replica serves reads: the unsafe outcome.
 	raw := open(replica.Addr)
-	defer raw.close()
-	if reply, err := raw.do([][]byte{[]byte("GET"), []byte("nope")}, time.Second); err != nil || reply[0] == '-' {
+	defer raw.Close()
+	if reply, err := raw.Do([][]byte{[]byte("GET"), []byte("nope")}, time.Second); err != nil || reply[0] == '-' {
 		t.Fatalf("a read on the replica = %q, %v", reply, err)
 	}
 	// The check refuses it.
@@ -44,21 +44,21 @@ func TestSentinelBackendRefusesReplica(t *testing.T) {
 		t.Fatalf("checkPrimary of the replica = %v, want it refused", err)
 	}
 	// A write on it answers READONLY, and the connection is not pooled.
-	reply, err := raw.do([][]byte{[]byte("SET"), []byte("k"), []byte("v")}, time.Second)
+	reply, err := raw.Do([][]byte{[]byte("SET"), []byte("k"), []byte("v")}, time.Second)
 	if err != nil || !strings.HasPrefix(string(reply), "-READONLY") || !raw.readonly {
 		t.Fatalf("SET on the replica = %q, %v (readonly %v)", reply, err, raw.readonly)
 	}
-	be.put(raw)
+	be.Put(raw)
 	if len(be.idle) != 0 {
 		t.Fatal("a connection that answered READONLY went back to the pool")
 	}
 	// A dial goes to the primary, which passes.
-	bc, err := be.dial()
+	bc, err := be.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bc.close()
-	if got := bc.nc.RemoteAddr().String(); got != primary.Addr {
+	defer bc.Close()
+	if got := bc.NC.RemoteAddr().String(); got != primary.Addr {
 		t.Fatalf("the backend dialled %s, not the primary %s", got, primary.Addr)
 	}
 	if err := sb.checkPrimary(bc); err != nil {

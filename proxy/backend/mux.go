@@ -1,4 +1,4 @@
-package proxy
+package backend
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
-// Plain passthrough commands (no connection state: see plainPassthrough) of
+// Plain passthrough commands (no connection state: package proxy's plainPassthrough) of
 // all clients share one backend connection, as twemproxy does: its writer
 // sends whatever clients have queued in one write, and its reader reads the
 // replies in order and hands each client its own. Under load the backend
@@ -23,34 +23,34 @@ import (
 //
 // A client's batch is answered once all its replies are in, so the replies
 // of one batch are held in memory together: only batches of at most
-// muxMaxBatch commands go this way; longer ones get a pooled connection of
+// MuxMaxBatch commands go this way; longer ones get a pooled connection of
 // their own and pass their replies on one by one. A batch whose replies
 // take longer than proxy.passthrough_timeout, or any error on the
 // connection, fails every command queued on it; the next command dials a
 // new one.
 
-// muxMaxBatch is the longest batch of one client sent on a shared connection.
-const muxMaxBatch = 32
+// MuxMaxBatch is the longest batch of one client sent on a shared connection.
+const MuxMaxBatch = 32
 
-// muxReq is one client's batch of commands on a shared connection. A
-// client's session keeps one for all its batches (muxPool.do): once
+// MuxReq is one client's batch of commands on a shared connection. A
+// client's session keeps one for all its batches (Mux.do): once
 // finished, nothing else holds it.
-type muxReq struct {
+type MuxReq struct {
 	cmds []redcon.Command
 	out  []byte // the raw replies, one after the other
 	got  int    // replies read
 	end  int    // len(out) after the last whole reply
-	ends []int  // len(out) after each whole reply
+	Ends []int  // len(out) after each whole reply
 	err  error
 	done chan struct{} // receives once, when finished
 	conn *muxConn      // the connection it was submitted to
 }
 
-// muxKeepOut is the most reply buffer a muxReq keeps between batches.
+// muxKeepOut is the most reply buffer a MuxReq keeps between batches.
 const muxKeepOut = 4 << 10
 
 // reset readies r for a batch of cmds.
-func (r *muxReq) reset(cmds []redcon.Command) {
+func (r *MuxReq) reset(cmds []redcon.Command) {
 	if r.done == nil {
 		r.done = make(chan struct{}, 1)
 	}
@@ -62,11 +62,11 @@ func (r *muxReq) reset(cmds []redcon.Command) {
 		// read theirs without growing the buffer.
 		r.out = make([]byte, 0, 32*len(cmds))
 	}
-	r.cmds, r.out, r.got, r.end, r.err, r.conn, r.ends = cmds, r.out[:0], 0, 0, nil, nil, r.ends[:0]
+	r.cmds, r.out, r.got, r.end, r.err, r.conn, r.Ends = cmds, r.out[:0], 0, 0, nil, nil, r.Ends[:0]
 }
 
 // finish ends r; it is called once per batch.
-func (r *muxReq) finish(err error) {
+func (r *MuxReq) finish(err error) {
 	r.err = err
 	if r.conn != nil {
 		r.conn.inflight.Add(-1)
@@ -82,21 +82,21 @@ type muxConn struct {
 
 	mu    sync.Mutex
 	dead  bool
-	queue []*muxReq // sent by the writer, in order
+	queue []*MuxReq // sent by the writer, in order
 	wake  chan struct{}
 
-	pending chan *muxReq  // written, waiting for replies: the reader's
+	pending chan *MuxReq  // written, waiting for replies: the reader's
 	stop    chan struct{} // closed when the connection fails
 
-	follow   *sentinelBackend // a Sentinel group's backend: READONLY has it ask (sentinelbackend.go)
-	inflight atomic.Int64     // requests submitted and not yet finished
-	lastUse  atomic.Int64     // unix ns of the last submit
+	follow   *Sentinel    // a Sentinel group's backend: READONLY has it ask (sentinel.go)
+	inflight atomic.Int64 // requests submitted and not yet finished
+	lastUse  atomic.Int64 // unix ns of the last submit
 }
 
-func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
+func newMuxConn(b *Conn, timeout func() time.Duration) *muxConn {
 	m := &muxConn{
-		nc: b.nc, r: b.r, timeout: timeout,
-		wake: make(chan struct{}, 1), pending: make(chan *muxReq, 4096), stop: make(chan struct{}),
+		nc: b.NC, r: b.R, timeout: timeout,
+		wake: make(chan struct{}, 1), pending: make(chan *MuxReq, 4096), stop: make(chan struct{}),
 	}
 	m.lastUse.Store(time.Now().UnixNano())
 	go m.writer()
@@ -105,7 +105,7 @@ func newMuxConn(b *backendConn, timeout func() time.Duration) *muxConn {
 }
 
 // submit queues r; false when the connection has failed.
-func (m *muxConn) submit(r *muxReq) bool {
+func (m *muxConn) submit(r *MuxReq) bool {
 	m.mu.Lock()
 	if m.dead {
 		m.mu.Unlock()
@@ -150,7 +150,7 @@ func (m *muxConn) kill(err error) {
 
 func (m *muxConn) writer() {
 	defer close(m.pending)
-	var buf []*muxReq
+	var buf []*MuxReq
 	var out []byte
 	var wdl wire.LazyDeadline
 	for {
@@ -181,7 +181,7 @@ func (m *muxConn) writer() {
 			select {
 			case m.pending <- r:
 			case <-m.stop:
-				r.finish(errMuxClosed)
+				r.finish(ErrMuxClosed)
 			}
 		}
 		wdl.Arm(m.nc.SetWriteDeadline, m.timeout())
@@ -195,7 +195,8 @@ func (m *muxConn) writer() {
 	}
 }
 
-var errMuxClosed = errors.New("proxy: backend connection closed")
+// ErrMuxClosed fails the commands on a shared connection that was closed.
+var ErrMuxClosed = errors.New("proxy: backend connection closed")
 
 func (m *muxConn) reader() {
 	var err error
@@ -215,28 +216,28 @@ func (m *muxConn) reader() {
 				}
 				r.got++
 				r.end = len(r.out)
-				r.ends = append(r.ends, r.end)
+				r.Ends = append(r.Ends, r.end)
 			}
 		}
 		r.finish(err)
 	}
 }
 
-// muxPool holds the shared connection of a backend. One: with two, taken
+// Mux holds the shared connection of a backend. One: with two, taken
 // in turn, the proxy and the backend each made more reads and writes per
 // command, and 3 of 4 alternating runs served fewer commands a second, with
 // and without pipelining; four and eight made no difference outside the
 // noise.
-type muxPool struct {
-	be      *backend
-	timeout func() time.Duration
+type Mux struct {
+	Pool    *Pool
+	Timeout func() time.Duration
 	mu      sync.Mutex
 	conn    *muxConn
 }
 
 // get returns the live shared connection, dialling one in place of a
 // failed one.
-func (p *muxPool) get() (*muxConn, error) {
+func (p *Mux) get() (*muxConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m := p.conn; m != nil && !m.isDead() {
@@ -245,47 +246,48 @@ func (p *muxPool) get() (*muxConn, error) {
 		// is nothing to read on it. One to a Sentinel group's former
 		// primary is being closed: replace it too.
 		idle := time.Since(time.Unix(0, m.lastUse.Load())) > idleCheck
-		if !p.be.stale(m.nc) && !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
+		if !p.Pool.Stale(m.nc) && !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
 			return m, nil
 		}
-		m.kill(errMuxClosed)
+		m.kill(ErrMuxClosed)
 	}
-	b, err := p.be.dial()
+	b, err := p.Pool.Dial()
 	if err != nil {
 		return nil, err
 	}
-	m := newMuxConn(b, p.timeout)
-	m.follow = p.be.follow
+	m := newMuxConn(b, p.Timeout)
+	m.follow = p.Pool.Follow
 	p.conn = m
 	return m, nil
 }
 
-func (p *muxPool) close() {
+// Close closes the shared connection.
+func (p *Mux) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn != nil {
-		p.conn.kill(errMuxClosed)
+		p.conn.kill(ErrMuxClosed)
 	}
 }
 
-// do runs a batch of commands on a shared connection and returns their raw
+// Do runs a batch of commands on a shared connection and returns their raw
 // replies; got says how many arrived whole before an error. r, if not nil,
-// is the caller's own muxReq, reused: the replies returned live in it until
+// is the caller's own MuxReq, reused: the replies returned live in it until
 // its next batch.
-func (p *muxPool) do(r *muxReq, cmds []redcon.Command) (out []byte, got int, err error) {
+func (p *Mux) Do(r *MuxReq, cmds []redcon.Command) (out []byte, got int, err error) {
 	if r == nil {
-		r = new(muxReq)
+		r = new(MuxReq)
 	}
-	if err := p.start(r, cmds); err != nil {
+	if err := p.Start(r, cmds); err != nil {
 		return nil, 0, err
 	}
-	return r.wait()
+	return r.Wait()
 }
 
-// start submits a batch of commands on a shared connection, r its request,
-// without waiting for the replies: r.wait does. Batches started on several
+// Start submits a batch of commands on a shared connection, r its request,
+// without waiting for the replies: r.Wait does. Batches started on several
 // pools (the nodes of a cluster backend) are then in flight at once.
-func (p *muxPool) start(r *muxReq, cmds []redcon.Command) error {
+func (p *Mux) Start(r *MuxReq, cmds []redcon.Command) error {
 	r.reset(cmds)
 	for try := 0; ; try++ {
 		m, err := p.get()
@@ -296,14 +298,14 @@ func (p *muxPool) start(r *muxReq, cmds []redcon.Command) error {
 			return nil
 		}
 		if try > 0 {
-			return errMuxClosed
+			return ErrMuxClosed
 		}
 	}
 }
 
-// wait waits for the replies of the batch started with r: as do returns
+// Wait waits for the replies of the batch started with r: as Do returns
 // them.
-func (r *muxReq) wait() (out []byte, got int, err error) {
+func (r *MuxReq) Wait() (out []byte, got int, err error) {
 	<-r.done
 	r.cmds = nil // they point into the client's input
 	return r.out[:r.end], r.got, r.err

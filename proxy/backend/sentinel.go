@@ -1,10 +1,11 @@
-package proxy
+package backend
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +27,9 @@ import (
 //     (ERR … passthrough backend failed), and the next ones go to the new
 //     primary;
 //   - a client's own connection fails its next command, or the blocking
-//     command waiting on it, with errPinnedLost: WATCH is reset and an
+//     command waiting on it, with package proxy's errPinnedLost: WATCH is reset and an
 //     open MULTI is aborted at EXEC, never run on another server;
-//   - a subscribed client is disconnected (relay), as Sentinel's own
+//   - a subscribed client is disconnected (package proxy's relay), as Sentinel's own
 //     CLIENT KILL TYPE pubsub disconnects it from a demoted primary: it
 //     subscribes again, to the new one.
 //
@@ -38,16 +39,16 @@ import (
 // -READONLY (a primary demoted before the proxy heard of it) has the
 // sentinels asked again, and its connection goes back to no pool.
 
-// sentinelBackend follows the backend's Sentinel group.
-type sentinelBackend struct {
-	f      *engine.SentinelFollower
-	name   string               // the group's name
-	log    func(string, ...any) // warnings
-	asking atomic.Bool          // an Ask after a READONLY is running
+// Sentinel follows the backend's Sentinel group.
+type Sentinel struct {
+	Follower *engine.SentinelFollower
+	name     string               // the group's name
+	log      func(string, ...any) // warnings
+	asking   atomic.Bool          // an Ask after a READONLY is running
 }
 
-// newSentinelBackend starts following group, as be dials (TLS, timeouts).
-func newSentinelBackend(group string, be *backend, every time.Duration, logf func(string, ...any)) (*sentinelBackend, error) {
+// NewSentinel starts following group, as be dials (TLS, timeouts).
+func NewSentinel(group string, be *Pool, every time.Duration, logf func(string, ...any)) (*Sentinel, error) {
 	a, err := engine.ParseSentinelAddr(group)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.backend: %w", err)
@@ -69,14 +70,14 @@ func newSentinelBackend(group string, be *backend, every time.Duration, logf fun
 	if err != nil {
 		return nil, fmt.Errorf("proxy.backend: %w", err)
 	}
-	return &sentinelBackend{f: f, name: a.Name, log: logf}, nil
+	return &Sentinel{Follower: f, name: a.Name, log: logf}, nil
 }
 
 // dial opens a connection to the primary the sentinels named last.
-func (sb *sentinelBackend) dial(timeout time.Duration) (net.Conn, error) {
+func (sb *Sentinel) dial(timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Second))
 	defer cancel()
-	return sb.f.Dial(ctx)
+	return sb.Follower.Dial(ctx)
 }
 
 // checkPrimary asks a new connection's server for its ROLE, and refuses
@@ -85,9 +86,9 @@ func (sb *sentinelBackend) dial(timeout time.Duration) (net.Conn, error) {
 // unreachable; its next goes where they now point). A server that does
 // not answer ROLE (an ACL user without it) is asked INFO replication; one
 // that answers neither is taken as the primary the sentinels name.
-func (sb *sentinelBackend) checkPrimary(b *backendConn) error {
+func (sb *Sentinel) checkPrimary(b *Conn) error {
 	role := ""
-	reply, err := b.do([][]byte{[]byte("ROLE")}, b.home.timeout)
+	reply, err := b.Do([][]byte{[]byte("ROLE")}, b.Home.timeout)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (sb *sentinelBackend) checkPrimary(b *backendConn) error {
 			role = string(f[2])
 		}
 	} else {
-		reply, err = b.do([][]byte{[]byte("INFO"), []byte("replication")}, b.home.timeout)
+		reply, err = b.Do([][]byte{[]byte("INFO"), []byte("replication")}, b.Home.timeout)
 		if err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func (sb *sentinelBackend) checkPrimary(b *backendConn) error {
 	if role == "" || role == "master" {
 		return nil
 	}
-	addr := b.nc.RemoteAddr().String()
+	addr := b.NC.RemoteAddr().String()
 	sb.log("proxy: backend %s (Sentinel group %s) answers as a %s; not using it, and asking the sentinels again", addr, sb.name, role)
 	sb.askNow()
 	return fmt.Errorf("proxy: the backend's server %s, the primary of Sentinel group %s as last named, answers ROLE %s", addr, sb.name, role)
@@ -116,7 +117,7 @@ func (sb *sentinelBackend) checkPrimary(b *backendConn) error {
 
 // saw looks at each reply of a backend connection: a -READONLY has the
 // sentinels asked again, and keeps the connection out of the pool.
-func (sb *sentinelBackend) saw(b *backendConn, reply []byte) {
+func (sb *Sentinel) saw(b *Conn, reply []byte) {
 	if isReadonly(reply) {
 		b.readonly = true
 		sb.askSoon()
@@ -129,7 +130,7 @@ func isReadonly(reply []byte) bool {
 }
 
 // askSoon asks the sentinels in the background, once at a time.
-func (sb *sentinelBackend) askSoon() {
+func (sb *Sentinel) askSoon() {
 	if !sb.asking.CompareAndSwap(false, true) {
 		return
 	}
@@ -140,29 +141,30 @@ func (sb *sentinelBackend) askSoon() {
 }
 
 // askNow asks the sentinels and follows their answer.
-func (sb *sentinelBackend) askNow() {
+func (sb *Sentinel) askNow() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sb.f.Ask(ctx)
+	sb.Follower.Ask(ctx)
 }
 
-func (sb *sentinelBackend) close() { sb.f.Close() }
+// Close stops following the group.
+func (sb *Sentinel) Close() { sb.Follower.Close() }
 
-// backendLabel is the backend as logs and status show it: a Sentinel
+// Label is the backend as logs and status show it: a Sentinel
 // group's password left out.
-func backendLabel(addr string) string {
+func Label(addr string) string {
 	if engine.IsSentinelAddr(addr) {
 		return engine.Redact(addr)
 	}
 	return addr
 }
 
-// backendSentinel is the backend's Sentinel group as the follower sees it;
-// nil for a backend that is not one.
-func (s *Server) backendSentinel() *engine.SentinelStatus {
-	if s.be.follow == nil {
-		return nil
+// infoField reads one field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
 	}
-	st := s.be.follow.f.Status()
-	return &st
+	return ""
 }
