@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math/rand"
 	"net"
-	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -574,9 +573,7 @@ format = "json"
 	// A new deployment: the masters vote at once.
 	first := redistest.StartProxy(t, bin, config, redistest.WithEnv(env...))
 	first.Kill()
-	if out, err := exec.Command(bin, "-config", first.Config, "-init-masters").CombinedOutput(); err != nil {
-		t.Fatalf("-init-masters: %v\n%s", err, out)
-	}
+	initMasters(t, bin, first.Config)
 	w.proxies = []*redistest.Proxy{
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
 		redistest.StartProxy(t, bin, config, redistest.WithEnv(env...)),
