@@ -234,15 +234,17 @@ def test_extend_replace_ttl(r, masters, name):
     assert lock.extend(3, replace_ttl=True) is True
     pttl = r.pttl(name)
     assert 2500 < pttl <= 3000, pttl
+    # The reply comes once a quorum extended it; the last master's write
+    # may land a moment later, as the acquire's does.
     for m in masters:
         assert m.get(name) == token
-        assert 2500 < m.pttl(name) <= 3000
+        assert eventually(lambda: 2000 < m.pttl(name) <= 3000), m.pttl(name)
     # Replace can also lengthen it.
     assert lock.extend(20, replace_ttl=True) is True
     pttl = r.pttl(name)
     assert 19500 < pttl <= 20000, pttl
     for m in masters:
-        assert 19500 < m.pttl(name) <= 20000
+        assert eventually(lambda: 19000 < m.pttl(name) <= 20000), m.pttl(name)
     assert r.ttl(name) in (19, 20)
     lock.release()
     assert_gone_everywhere(masters, name)
