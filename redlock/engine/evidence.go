@@ -402,6 +402,9 @@ if ARGV[1] == 'check' then return 1 end
 redis.call('HSET', KEYS[1], 'id', ARGV[3], 'born', ARGV[2])
 return 1`)
 
+// initTimeout bounds each of InitMasters' steps on one master.
+const initTimeout = 5 * time.Second
+
 // InitMasters declares the masters a new deployment, on which no lock was
 // ever taken: their records are marked born NewDeployment, so that a
 // client seeing them for the first time, younger than the guard window,
@@ -411,9 +414,10 @@ return 1`)
 // just created empty, never for masters that lost their data. Masters
 // already marked are left as they are.
 func (c *Client) InitMasters(ctx context.Context) error {
-	// A step of its own, once, not a lock operation: the connect timeout
-	// (at least a second) rather than the node timeout, which a busy
-	// machine can exceed while the masters are being set up.
+	// A step of its own, once, not a lock operation: a timeout of 5 s (or
+	// the node timeout if longer) rather than the node timeout, which a
+	// busy machine can exceed while the masters are being set up (ctx
+	// bounds the whole).
 	// A master given as a Redis Cluster is declared shard by shard: each
 	// shard primary that owns slots now, its records under its own hash
 	// tag.
@@ -432,7 +436,8 @@ func (c *Client) InitMasters(ctx context.Context) error {
 	rdbs := make([]*redis.Client, len(targets))
 	for i, n := range targets {
 		o := *n.ro
-		o.ReadTimeout, o.WriteTimeout = c.opts.connectTimeout(), c.opts.connectTimeout()
+		t := max(c.opts.nodeTimeout, initTimeout)
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = t, t, t
 		rdbs[i] = redis.NewClient(&o)
 		defer rdbs[i].Close()
 	}
