@@ -33,15 +33,21 @@ const clusterWait = 30 * time.Second
 // primaries. Extra arguments go to every node.
 func StartCluster(t testing.TB, shards, replicas int, extra ...string) *Cluster {
 	t.Helper()
+	c := startClusterNodes(t, shards, replicas, extra)
+	c.create(replicas)
+	return c
+}
+
+// startClusterNodes starts the nodes of a cluster, not yet joined.
+func startClusterNodes(t testing.TB, shards, replicas int, extra []string) *Cluster {
+	t.Helper()
 	if shards < 3 {
 		// redis-cli --cluster create wants at least three primaries.
 		t.Fatalf("a cluster needs at least 3 shards, not %d", shards)
 	}
 	args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}, extra...)
-	c := &Cluster{t: t, Nodes: StartN(t, shards*(1+replicas), args...)}
-	c.create(replicas)
-	return c
+	return &Cluster{t: t, Nodes: StartN(t, shards*(1+replicas), args...)}
 }
 
 // StartClusterBehindRelays is StartCluster with each node behind a fault
@@ -53,12 +59,7 @@ func StartCluster(t testing.TB, shards, replicas int, extra ...string) *Cluster 
 // clients see, as it does for a plain server.
 func StartClusterBehindRelays(t testing.TB, shards, replicas int, extra ...string) *Cluster {
 	t.Helper()
-	if shards < 3 {
-		t.Fatalf("a cluster needs at least 3 shards, not %d", shards)
-	}
-	args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}, extra...)
-	c := &Cluster{t: t, Nodes: StartN(t, shards*(1+replicas), args...)}
+	c := startClusterNodes(t, shards, replicas, extra)
 	for _, n := range c.Nodes {
 		r := NewRelay(t, n.Addr)
 		_, port, _ := strings.Cut(r.Addr(), ":")

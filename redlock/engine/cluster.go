@@ -490,18 +490,8 @@ func (cv *clusterVoter) route(keys []string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-cv.ready:
-	default:
-		t := time.NewTimer(cv.o.connectTimeout())
-		defer t.Stop()
-		select {
-		case <-cv.ready:
-		case <-t.C:
-			return nil, errNoSlotMap
-		case <-cv.stop:
-			return nil, errClosed
-		}
+	if err := cv.waitMap(); err != nil {
+		return nil, err
 	}
 	if n := cv.owner[s].Load(); n != nil {
 		return n, nil
@@ -653,17 +643,30 @@ func (n *node) guardOn(now time.Time, keys []string) (*node, guardOf, bool) {
 	return t, g, ok
 }
 
-// ownersOnceKnown waits up to the connect timeout for the first slot map,
-// then lists the shards that own slots in it.
-func (cv *clusterVoter) ownersOnceKnown() ([]*node, error) {
+// waitMap waits up to the connect timeout for the first slot map.
+func (cv *clusterVoter) waitMap() error {
+	select {
+	case <-cv.ready:
+		return nil
+	default:
+	}
 	t := time.NewTimer(cv.o.connectTimeout())
 	defer t.Stop()
 	select {
 	case <-cv.ready:
+		return nil
 	case <-t.C:
-		return nil, errNoSlotMap
+		return errNoSlotMap
 	case <-cv.stop:
-		return nil, errClosed
+		return errClosed
+	}
+}
+
+// ownersOnceKnown waits up to the connect timeout for the first slot map,
+// then lists the shards that own slots in it.
+func (cv *clusterVoter) ownersOnceKnown() ([]*node, error) {
+	if err := cv.waitMap(); err != nil {
+		return nil, err
 	}
 	owners := cv.owners()
 	if len(owners) == 0 {
