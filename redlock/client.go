@@ -137,10 +137,14 @@ func NewFromClients(clients []redis.UniversalClient, opts ...Option) (*Client, e
 	return newClient(addrs, base, opts)
 }
 
+// firstConnectWait is how long a Client's first operation waits for each
+// master's first connection (New).
+const firstConnectWait = 5 * time.Second
+
 // newClient is New with, when base is set, the go-redis options of each
 // master to start from.
 func newClient(addrs []string, base []*redis.Options, opts []Option) (*Client, error) {
-	var eo []engine.Option
+	eo := []engine.Option{engine.WithFirstConnectWait(firstConnectWait)}
 	var user func(int, *redis.Options)
 	for _, o := range opts {
 		switch {

@@ -438,22 +438,18 @@ func (o *options) connectTimeout() time.Duration {
 }
 
 // firstConnectTimeout bounds the first connection the client opens to a
-// master, and the wait of the commands queued for it: as a go-redis
-// client's first command waits for its dial, a new client's first
-// operations wait for their masters' connections, instead of failing at
-// the node timeout on a machine slow to open them. A master that once
-// answered and is reconnecting gets connectTimeout, and the operations
-// their node timeout.
+// master: with WithFirstConnectWait, also the wait of the commands queued
+// for it; else it is connectTimeout.
 func (o *options) firstConnectTimeout() time.Duration {
-	return max(o.nodeTimeout, 5*time.Second)
+	return max(o.connectTimeout(), o.firstWait)
 }
 
 // connect returns a new connection to the worker's master, or an error
 // when none is open by deadline. The dial and handshake run on by their own
 // timeout past that deadline, and the next batch takes the connection.
-// Before the first connection to the master is open, deadline moves to the
-// end of the dial's own timeout: connect returns the deadline the batch
-// then has.
+// With WithFirstConnectWait, before the first connection to the master is
+// open, deadline moves to the end of the dial's own timeout: connect
+// returns the deadline the batch then has.
 func (w *worker) connect(deadline time.Time) (*mconn, time.Time, error) {
 	n := w.b.n
 	if n.opts.dialInline {
@@ -473,7 +469,7 @@ func (w *worker) connect(deadline time.Time) (*mconn, time.Time, error) {
 		}()
 		w.dialing, w.dialUntil = ch, until
 	}
-	if !n.opened.Load() && w.dialUntil.After(deadline) {
+	if o := n.opts; o.firstWait > 0 && !n.opened.Load() && w.dialUntil.After(deadline) {
 		deadline = w.dialUntil
 	}
 	t := time.NewTimer(time.Until(deadline))

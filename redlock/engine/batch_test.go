@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -154,24 +155,30 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 	}
 }
 
-// A new client's first operation waits for its masters' first
-// connections, as a go-redis client's first command waits for its dial:
-// here a dial takes 70 ms and the first reply on a connection 40 ms more,
-// each within the node timeout of 100 ms but not together, and the first
-// acquire is granted all the same, with Probe before it or without.
-// Opening each connection within the operation's deadline instead
-// (dial_inline), neither the first acquire nor any later one reaches a
-// master in time.
-func TestFirstOperationWaitsForTheConnections(t *testing.T) {
+// Here a dial takes 70 ms and the first reply on a connection 40 ms more,
+// each within the node timeout of 100 ms, but not together. With Probe
+// first the first acquire finds the connections open; with
+// WithFirstConnectWait it waits for them, as a go-redis client's first
+// command waits for its dial; with neither it reaches no master in time,
+// and the connections, opened on by their own timeout, serve the later
+// acquires. Opening each connection within the operation's deadline
+// instead (dial_inline), no acquire ever reaches a master in time.
+func TestFirstOperationAndItsConnections(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	slowDial := slowDialer()
 	for _, tc := range []struct {
-		name          string
-		probe, inline bool
-	}{{"probe", true, false}, {"no_probe", false, false}, {"no_probe/dial_inline", false, true}} {
+		name                string
+		probe, wait, inline bool
+	}{
+		{"probe", true, false, false}, {"first_connect_wait", false, true, false},
+		{"neither", false, false, false}, {"neither/dial_inline", false, false, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
-				WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), slowDial)
+			opts := []Option{WithRestartGuard(0), WithNodeTimeout(100 * time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), slowDial}
+			if tc.wait {
+				opts = append(opts, WithFirstConnectWait(5*time.Second))
+			}
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +196,7 @@ func TestFirstOperationWaitsForTheConnections(t *testing.T) {
 			start := time.Now()
 			_, err = c.Acquire(ctx, "first:"+tc.name, "t", time.Minute)
 			took := time.Since(start)
-			if !tc.inline {
+			if tc.probe || tc.wait {
 				if err != nil {
 					t.Fatalf("first acquire: %v", err)
 				}
@@ -197,8 +204,9 @@ func TestFirstOperationWaitsForTheConnections(t *testing.T) {
 				return
 			}
 			if err == nil {
-				t.Fatal("first acquire with the dial inside its deadline was granted: the test's dials are not slow enough to show anything")
+				t.Fatal("first acquire without Probe or the wait was granted: the test's dials are not slow enough to show anything")
 			}
+			// The dials go on; the connections they open are kept.
 			var granted int
 			for i := 0; i < 10; i++ {
 				time.Sleep(100 * time.Millisecond)
@@ -206,17 +214,64 @@ func TestFirstOperationWaitsForTheConnections(t *testing.T) {
 					granted++
 				}
 			}
-			if granted > 0 {
+			switch {
+			case tc.inline && granted > 0:
 				t.Fatalf("with each dial inside an operation's deadline, %d later acquires were granted: the test shows nothing", granted)
+			case tc.inline:
+				t.Logf("dialling within each operation's deadline: none of 10 later acquires granted (%v)", err)
+			case granted == 0:
+				t.Fatalf("none of 10 later acquires granted; the connections opened after the first should serve them (%v)", err)
+			default:
+				t.Logf("%d of 10 later acquires granted", granted)
 			}
-			t.Logf("dialling within each operation's deadline: neither the first nor any of 10 later acquires granted (%v)", err)
+		})
+	}
+}
+
+// Without WithFirstConnectWait, masters stalled before the client first
+// reached them (a frozen process: the kernel accepts the connection, the
+// server answers nothing) cost an operation its node timeout, not the
+// connection's: the acquire is refused for want of a quorum at once. With
+// the wait it is refused only once the first connections give up.
+func TestStalledAtStartWithoutTheWait(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	ms[0].Stop()
+	ms[2].Stop()
+	defer ms[0].Cont()
+	defer ms[2].Cont()
+	for _, wait := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first_connect_wait=%v", wait), func(t *testing.T) {
+			opts := []Option{WithRestartGuard(0), WithNodeTimeout(100 * time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0)}
+			if wait {
+				opts = append(opts, WithFirstConnectWait(3*time.Second))
+			}
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			_, err = c.Acquire(context.Background(), "k", "t", time.Minute)
+			took := time.Since(start)
+			if !errors.Is(err, ErrNoQuorum) && !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("acquire with two masters stalled: %v, want refused", err)
+			}
+			// Between the node timeout and the wait: no timing claim on
+			// the machine, only which of the two bounds the refusal met.
+			switch {
+			case !wait && took >= 1500*time.Millisecond:
+				t.Fatalf("without the wait the refusal took %v: the stalled masters' first connections held it", took)
+			case wait && took < 1500*time.Millisecond:
+				t.Fatalf("with a 3 s wait the refusal took %v: the test's masters are not stalled", took)
+			}
+			t.Logf("refused after %v (%v)", took, err)
 		})
 	}
 }
 
 // A master that once answered and is reconnecting does not hold
-// operations past their node timeout: only a client's first connection to
-// a master is waited for. Master 2 takes 300 ms to connect to after its
+// operations past their node timeout: with WithFirstConnectWait, only a
+// client's first connection to a master is waited for. Master 2 takes 300 ms to connect to after its
 // restart, master 0 holds the key for another token: the acquire needs
 // master 2's vote, which cannot come within the node timeout of 100 ms,
 // and is refused (waiting for the connection, it would be granted after
@@ -238,7 +293,7 @@ func TestReconnectKeepsTheNodeTimeout(t *testing.T) {
 		}
 	})
 	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
-		WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), dial)
+		WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), WithFirstConnectWait(5*time.Second), dial)
 	if err != nil {
 		t.Fatal(err)
 	}

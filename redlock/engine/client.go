@@ -29,6 +29,7 @@ type options struct {
 	quorum       int
 	drift        float64
 	nodeTimeout  time.Duration
+	firstWait    time.Duration // WithFirstConnectWait
 	retries      int
 	retryDelay   time.Duration
 	guardWindow  time.Duration
@@ -99,6 +100,19 @@ func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f }
 // WithNodeTimeout sets how long one master may take to answer one operation.
 // Default 100 ms; it should be small next to the lock TTLs in use.
 func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+
+// WithFirstConnectWait lets the operations queued for a master before the
+// client's first connection to it has opened wait for that connection, up
+// to d (or the node timeout if longer), as a go-redis client's first
+// command waits for its dial: a new client's first operations then do not
+// fail at the node timeout on a machine slow to open connections. A
+// master that once answered and is reconnecting is waited for within the
+// node timeout only. Without it (the default), or with d 0, the first
+// connection is waited for within the node timeout too, and a master
+// stalled before the client first reached it (a frozen process accepts
+// connections but answers nothing) costs each operation no more than the
+// node timeout; Probe opens the connections ahead of the first operation.
+func WithFirstConnectWait(d time.Duration) Option { return func(o *options) { o.firstWait = d } }
 
 // WithRetry sets how many more times an acquire whose vote was split (no
 // holder on a majority) is tried, after a random delay in [delay/2, delay].
@@ -347,9 +361,10 @@ func (c *Client) Masters() int { return len(c.nodes) }
 // Commands already queued or in flight, the rollbacks of an acquire that
 // was not granted among them, are let finish first: each is answered by
 // its deadline, and Close waits for them at most the node timeout past
-// the longest a first connection may take to open (the larger of 5 s and
-// the node timeout). Retries of a rollback that failed are not started
-// after Close; the key expires on its own then.
+// the longest a first connection may take to open (1 s or the node
+// timeout, or WithFirstConnectWait's, whichever is longest). Retries of a
+// rollback that failed are not started after Close; the key expires on
+// its own then.
 func (c *Client) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.stopped })
 	if !c.opts.noCloseDrain {
@@ -456,9 +471,8 @@ func (c *Client) Status() []MasterStatus {
 // (to one of them, with WithPipelines above 1), opening its connection
 // (and so checking its run_id) where none is open, and returns how many
 // answered. The connection is then dialled and its handshake done before
-// the first lock operation, which would otherwise wait for them (the
-// first connection to a master, firstConnectTimeout) or fail at its node
-// timeout while they run (a master that once answered). The PINGs may
+// the first lock operation, which would otherwise fail at its node timeout
+// while they run (or wait for them, WithFirstConnectWait). The PINGs may
 // take until ctx's deadline (the node timeout without one).
 func (c *Client) Probe(ctx context.Context) int {
 	deadline, ok := ctx.Deadline()

@@ -35,8 +35,9 @@ func TestMain(m *testing.M) {
 // value, work within its validity, delete it where the value holds it.
 func Example() {
 	// How long one master may take to answer one operation: on masters
-	// that persist every write, a write waits for the disk.
-	c, err := engine.New(masters, engine.WithNodeTimeout(time.Second))
+	// that persist every write, a write waits for the disk. The first
+	// operation waits for the masters' first connections (up to 5 s).
+	c, err := engine.New(masters, engine.WithNodeTimeout(time.Second), engine.WithFirstConnectWait(5*time.Second))
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +68,7 @@ func Example() {
 // A fenced lock: every grant of a key carries a larger number than all the
 // grants before it, for the protected resource to check.
 func ExampleClient_AcquireFenced() {
-	c, err := engine.New(masters, engine.WithNodeTimeout(time.Second))
+	c, err := engine.New(masters, engine.WithNodeTimeout(time.Second), engine.WithFirstConnectWait(5*time.Second))
 	if err != nil {
 		panic(err)
 	}

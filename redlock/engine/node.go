@@ -20,8 +20,8 @@ type node struct {
 	rdb   *redis.Client  // for probes; lock commands go through batch
 	batch *batcher
 	opts  *options
-	// opened: a connection of the batcher's was opened once; until then
-	// commands wait for the first one (firstConnectTimeout).
+	// opened: a connection of the batcher's was opened once; until then,
+	// with WithFirstConnectWait, commands wait for the first one.
 	opened atomic.Bool
 
 	mu         sync.Mutex
