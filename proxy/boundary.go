@@ -346,7 +346,7 @@ func (s *Server) checkBackendIdentity() {
 	}
 	for _, m := range s.rl.Status() {
 		if m.RunID == run {
-			s.log.Error().Str("backend", s.be.Addr).Str("master", m.Addr).
+			s.log.Error().Str("backend", s.be.Addr()).Str("master", m.Addr).
 				Msg("proxy.backend is one of the masters under another address: it is treated as a voting backend (commands on lock keys and unknown scripts refused); give the proxy a Redis of its own")
 			s.bnd.voting = true
 			s.bnd.refuseKeys = s.bnd.refuseKeys || s.bnd.backendKeys

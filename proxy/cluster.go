@@ -192,10 +192,11 @@ func (cb *clusterBackend) node(addr string) *clusterNode {
 	defer cb.mu.Unlock()
 	n := cb.nodes[addr]
 	if n == nil {
-		be := backend.New(addr, cb.identity, cb.timeout(), 64, cb.tls)
+		// A node's host:port, which New takes without error.
+		be, _ := backend.New(backend.Options{Addr: addr, Identity: cb.identity, Timeout: cb.timeout(), PoolSize: 64, TLS: cb.tls})
 		n = &clusterNode{be: be, be3: be.RESP3()}
-		n.mux = &backend.Mux{Pool: n.be, Timeout: cb.timeout}
-		n.mux3 = &backend.Mux{Pool: n.be3, Timeout: cb.timeout}
+		n.mux = backend.NewMux(n.be, cb.timeout)
+		n.mux3 = backend.NewMux(n.be3, cb.timeout)
 		cb.nodes[addr] = n
 	}
 	return n

@@ -150,7 +150,7 @@ func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
 		// On the node the proxy's subscriptions are on (the first
 		// seed): its count is theirs. The cluster passes the message to
 		// every node's subscribers.
-		return v.one(s.be.Addr, -1, args)
+		return v.one(s.be.Addr(), -1, args)
 	case slot >= -1:
 		return v.one(m.addrOf(slot), slot, args)
 	case splitCommands[name]:

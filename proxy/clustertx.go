@@ -108,7 +108,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		case tx.slot >= 0 && m.owner(tx.slot) != "":
 			target = m.owner(tx.slot)
 		}
-		if st.pinned != nil && target != "" && st.pinned.Home.Addr != target {
+		if st.pinned != nil && target != "" && st.pinned.Pool().Addr() != target {
 			if tx.watching {
 				lost()
 				return

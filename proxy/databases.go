@@ -83,8 +83,8 @@ func (s *Server) database(n int) (d *database, reply string, err error) {
 		rl.Probe(ctx)
 	}()
 	d = &database{n: n, rl: rl, be: be, be3: be.RESP3()}
-	d.mux = &backend.Mux{Pool: d.be, Timeout: s.passthroughTimeout}
-	d.mux3 = &backend.Mux{Pool: d.be3, Timeout: s.passthroughTimeout}
+	d.mux = backend.NewMux(d.be, s.passthroughTimeout)
+	d.mux3 = backend.NewMux(d.be3, s.passthroughTimeout)
 	if s.dbs == nil {
 		s.dbs = map[int]*database{}
 	}

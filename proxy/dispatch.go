@@ -251,7 +251,7 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 		return
 	}
 	if pooled {
-		bc.Home.Put(bc)
+		bc.Pool().Put(bc)
 	}
 }
 
@@ -432,7 +432,7 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	}
 	c.WriteRaw(reply)
 	if pooled {
-		bc.Home.Put(bc)
+		bc.Pool().Put(bc)
 	}
 }
 

@@ -223,9 +223,9 @@ func orNone(v string) string {
 // backendSentinel is the backend's Sentinel group as the follower sees it;
 // nil for a backend that is not one.
 func (s *Server) backendSentinel() *engine.SentinelStatus {
-	if s.be.Follow == nil {
+	if s.be.Sentinel() == nil {
 		return nil
 	}
-	st := s.be.Follow.Follower.Status()
+	st := s.be.Sentinel().Follower.Status()
 	return &st
 }

@@ -297,7 +297,7 @@ func (s *Server) relay(ss *session, sub *subscription) {
 		if err != nil {
 			// Not closed by endSubscription: by the backend, or by the
 			// proxy on a Sentinel group's switch of primary.
-			if !errors.Is(err, net.ErrClosed) || sub.bc.Home.Stale(sub.bc.NC) {
+			if !errors.Is(err, net.ErrClosed) || sub.bc.Pool().Stale(sub.bc.NC) {
 				s.log.Debug().Err(err).Str("client", ss.addr).Msg("subscription connection ended")
 				_ = ss.cc.Close() // its subscriptions are gone; unblocks the session
 			}

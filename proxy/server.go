@@ -108,24 +108,22 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, rl: rl, scripts: lockscripts.NewCache(4096, custom), started: time.Now(), settings: cfg.settingsSummary(),
-		be: backend.New(beAddr, creds.provider(cfg.backendAddr()), cfg.Proxy.PassthroughTimeout.Duration, 256, cfg.Redlock.TLS),
 	}
 	s.creds = creds
-	if engine.IsSentinelAddr(beAddr) {
-		// A Sentinel group: connections go to its primary (backend.Sentinel).
-		s.be.Addr = backend.Label(beAddr)
-		s.be.Follow, err = backend.NewSentinel(beAddr, s.be, cfg.Redlock.ClockCheck.Duration, func(format string, args ...any) {
-			log.Warn().Msgf(format, args...)
-		})
-		if err != nil {
-			_ = rl.Close()
-			return nil, err
-		}
+	// A Sentinel group's connections go to its primary (backend.Sentinel).
+	s.be, err = backend.New(backend.Options{
+		Addr: beAddr, Identity: creds.provider(cfg.backendAddr()), Timeout: cfg.Proxy.PassthroughTimeout.Duration,
+		PoolSize: 256, TLS: cfg.Redlock.TLS, SentinelEvery: cfg.Redlock.ClockCheck.Duration,
+		Logf: func(format string, args ...any) { log.Warn().Msgf(format, args...) },
+	})
+	if err != nil {
+		_ = rl.Close()
+		return nil, err
 	}
 	s.ops = newOpRunners(s)
-	s.mux = &backend.Mux{Pool: s.be, Timeout: s.passthroughTimeout}
+	s.mux = backend.NewMux(s.be, s.passthroughTimeout)
 	s.be3 = s.be.RESP3()
-	s.mux3 = &backend.Mux{Pool: s.be3, Timeout: s.passthroughTimeout}
+	s.mux3 = backend.NewMux(s.be3, s.passthroughTimeout)
 	s.db0 = &database{rl: rl, be: s.be, be3: s.be3, mux: s.mux, mux3: s.mux3}
 	s.auth.Store(newClientAuth(cfg.Proxy))
 	s.maxClients.Store(int64(cfg.Proxy.MaxClients))
@@ -138,7 +136,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	s.m = admin.NewMetrics(admin.Source{
 		Engine: rl, Clients: s.clients.Load, MaxClients: s.maxClients.Load, GuardWindow: s.guardWindow,
-		Listen: cfg.Proxy.Listen, Backend: s.be.Addr, Version: Version, Started: s.started,
+		Listen: cfg.Proxy.Listen, Backend: s.be.Addr(), Version: Version, Started: s.started,
 		Logf: func(err error, msg string) { s.log.Error().Err(err).Msg(msg) },
 	})
 	h, run := s.m.Handler()
@@ -187,7 +185,7 @@ func (s *Server) Serve() error {
 	s.checkBackendIdentity()
 	go func() { _, _ = s.keyTab.load(s) }() // where commands' keys are, before the first command asks
 	s.log.Info().Str("listen", ln.Addr().String()).Int("masters", s.rl.Masters()).Int("reachable", up).
-		Int("quorum", s.rl.Quorum()).Str("backend", s.be.Addr).Msg("redlock-proxy serving")
+		Int("quorum", s.rl.Quorum()).Str("backend", s.be.Addr()).Msg("redlock-proxy serving")
 	if up < s.rl.Quorum() {
 		s.log.Warn().Int("reachable", up).Int("quorum", s.rl.Quorum()).Msg("fewer masters reachable than the quorum; lock commands will be refused until enough are up")
 	}
@@ -277,8 +275,8 @@ func (s *Server) Close() error {
 	s.be.Close()
 	s.mux3.Close()
 	s.be3.Close()
-	if s.be.Follow != nil {
-		s.be.Follow.Close()
+	if sb := s.be.Sentinel(); sb != nil {
+		sb.Close()
 	}
 	if s.cl != nil {
 		s.cl.close()

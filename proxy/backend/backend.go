@@ -15,13 +15,14 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/internal/peek"
 	"github.com/redlock-proxy/redlock-proxy/internal/sock"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Conn is one raw connection to the passthrough backend. Replies are
 // copied to the client byte for byte, so status, bulk and error replies keep
 // their exact form.
 type Conn struct {
-	Home *Pool // the pool it came from
+	home *Pool // the pool it came from
 	NC   net.Conn
 	R    *bufio.Reader
 	Buf  []byte
@@ -49,8 +50,8 @@ func (b *Conn) Do(args [][]byte, timeout time.Duration) ([]byte, error) {
 	}
 	var err error
 	b.Buf, err = wire.ReadReply(b.R, b.Buf[:0])
-	if err == nil && b.Home.Follow != nil {
-		b.Home.Follow.saw(b, b.Buf)
+	if err == nil && b.home.follow != nil {
+		b.home.follow.saw(b, b.Buf)
 	}
 	return b.Buf, err
 }
@@ -72,8 +73,8 @@ func (b *Conn) DoMany(cmds []redcon.Command, timeout time.Duration, each func(re
 		if b.Buf, err = wire.ReadReply(b.R, b.Buf[:0]); err != nil {
 			return i, err
 		}
-		if b.Home.Follow != nil {
-			b.Home.Follow.saw(b, b.Buf)
+		if b.home.follow != nil {
+			b.home.follow.saw(b, b.Buf)
 		}
 		each(b.Buf)
 	}
@@ -83,24 +84,76 @@ func (b *Conn) DoMany(cmds []redcon.Command, timeout time.Duration, each func(re
 // Close closes the connection.
 func (b *Conn) Close() { _ = b.NC.Close() }
 
+// Pool is the pool the connection was dialled by: a pooled one goes back
+// there (Put).
+func (b *Conn) Pool() *Pool { return b.home }
+
 // Pool dials and pools connections to the passthrough backend.
 type Pool struct {
 	proto    int // 3: connections say HELLO 3, for clients that speak RESP3
 	db       int // connections SELECT it when not 0 (package proxy's databases.go)
-	Addr     string
+	addr     string
 	identity func() (user, pass string) // AUTH credentials, read at every dial: a reload may change them
 	timeout  time.Duration
 	idle     chan *Conn
 	tls      *tls.Config // nil: plain TCP
 	// follow: addr names a Sentinel group, and connections go to the
 	// primary it follows (sentinel.go); nil for one Redis.
-	Follow *Sentinel
+	follow *Sentinel
 }
 
-// New is a pool of at most poolSize idle connections to the Redis at addr.
-func New(addr string, identity func() (string, string), timeout time.Duration, poolSize int, tlsCfg *tls.Config) *Pool {
-	return &Pool{Addr: addr, identity: identity, timeout: timeout, idle: make(chan *Conn, poolSize), tls: tlsCfg}
+// Options say where the backend is and how to reach it.
+type Options struct {
+	// Addr is the backend: host:port, or a Sentinel group,
+	// sentinel://[user:password@]host:port[,host:port…]/name, whose
+	// primary every connection goes to.
+	Addr string
+	// Identity returns the AUTH credentials, read at every dial (a
+	// reload may change them); "" for none.
+	Identity func() (user, pass string)
+	// Timeout bounds a dial and a command's round trip.
+	Timeout time.Duration
+	// PoolSize caps the idle connections kept.
+	PoolSize int
+	// TLS, if set, wraps every connection.
+	TLS *tls.Config
+	// SentinelEvery is how often a Sentinel group's sentinels are asked
+	// which server is the primary (default 1 s); Logf receives the
+	// group's warnings.
+	SentinelEvery time.Duration
+	Logf          func(format string, args ...any)
 }
+
+// New is a pool of at most o.PoolSize idle connections to the backend o
+// names; for a Sentinel group it starts following the group (Close the
+// Sentinel when done).
+func New(o Options) (*Pool, error) {
+	identity := o.Identity
+	if identity == nil {
+		identity = func() (string, string) { return "", "" }
+	}
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	p := &Pool{addr: o.Addr, identity: identity, timeout: o.Timeout, idle: make(chan *Conn, o.PoolSize), tls: o.TLS}
+	if engine.IsSentinelAddr(o.Addr) {
+		p.addr = label(o.Addr)
+		var err error
+		if p.follow, err = newSentinel(o.Addr, p, o.SentinelEvery, logf); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Addr is the backend's address (a Sentinel group's without its
+// credentials).
+func (p *Pool) Addr() string { return p.addr }
+
+// Sentinel is the Sentinel group the pool's connections follow, or nil
+// for one Redis.
+func (p *Pool) Sentinel() *Sentinel { return p.follow }
 
 // Dial dials a connection, not pooled.
 func (p *Pool) Dial() (*Conn, error) { return p.DialSize(16 << 10) }
@@ -109,15 +162,15 @@ func (p *Pool) Dial() (*Conn, error) { return p.DialSize(16 << 10) }
 func (p *Pool) DialSize(readBuf int) (*Conn, error) {
 	var nc net.Conn
 	var err error
-	if p.Follow != nil {
-		nc, err = p.Follow.dial(p.timeout)
+	if p.follow != nil {
+		nc, err = p.follow.dial(p.timeout)
 	} else {
-		nc, err = p.dialAddr(context.Background(), "tcp", p.Addr)
+		nc, err = p.dialAddr(context.Background(), "tcp", p.addr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	b := &Conn{Home: p, NC: nc, R: bufio.NewReaderSize(nc, readBuf)}
+	b := &Conn{home: p, NC: nc, R: bufio.NewReaderSize(nc, readBuf)}
 	if user, pass := p.identity(); pass != "" {
 		auth := [][]byte{[]byte("AUTH"), []byte(pass)}
 		if user != "" {
@@ -129,8 +182,8 @@ func (p *Pool) DialSize(readBuf int) (*Conn, error) {
 			return nil, errors.Join(errors.New("proxy: backend refused AUTH"), err)
 		}
 	}
-	if p.Follow != nil {
-		if err := p.Follow.checkPrimary(b); err != nil { // not a replica
+	if p.follow != nil {
+		if err := p.follow.checkPrimary(b); err != nil { // not a replica
 			b.Close()
 			return nil, err
 		}
@@ -168,12 +221,12 @@ func (p *Pool) dialAddr(ctx context.Context, network, addr string) (net.Conn, er
 
 // RESP3 is a pool of the same backend whose connections speak RESP3.
 func (p *Pool) RESP3() *Pool {
-	return &Pool{proto: 3, db: p.db, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
+	return &Pool{proto: 3, db: p.db, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, follow: p.follow}
 }
 
 // InDB is a pool of the same backend whose connections SELECT database n.
 func (p *Pool) InDB(n int) *Pool {
-	return &Pool{proto: p.proto, db: n, Addr: p.Addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, Follow: p.Follow}
+	return &Pool{proto: p.proto, db: n, addr: p.addr, identity: p.identity, timeout: p.timeout, idle: make(chan *Conn, cap(p.idle)), tls: p.tls, follow: p.follow}
 }
 
 // Get takes an idle pooled connection or dials a new one. A pooled one the
@@ -211,7 +264,7 @@ func (p *Pool) Put(b *Conn) {
 }
 
 // Stale reports whether nc goes to a Sentinel group's former primary.
-func (p *Pool) Stale(nc net.Conn) bool { return p.Follow != nil && p.Follow.Follower.Stale(nc) }
+func (p *Pool) Stale(nc net.Conn) bool { return p.follow != nil && p.follow.Follower.Stale(nc) }
 
 // Close closes the idle connections.
 func (p *Pool) Close() {

@@ -229,10 +229,16 @@ func (m *muxConn) reader() {
 // and without pipelining; four and eight made no difference outside the
 // noise.
 type Mux struct {
-	Pool    *Pool
-	Timeout func() time.Duration
+	pool    *Pool
+	timeout func() time.Duration
 	mu      sync.Mutex
 	conn    *muxConn
+}
+
+// NewMux is the shared connection of pool's backend; timeout is read at
+// every batch (a reload may change it).
+func NewMux(pool *Pool, timeout func() time.Duration) *Mux {
+	return &Mux{pool: pool, timeout: timeout}
 }
 
 // get returns the live shared connection, dialling one in place of a
@@ -246,17 +252,17 @@ func (p *Mux) get() (*muxConn, error) {
 		// is nothing to read on it. One to a Sentinel group's former
 		// primary is being closed: replace it too.
 		idle := time.Since(time.Unix(0, m.lastUse.Load())) > idleCheck
-		if !p.Pool.Stale(m.nc) && !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
+		if !p.pool.Stale(m.nc) && !(idle && m.inflight.Load() == 0 && peek.Of(m.nc).Broken()) {
 			return m, nil
 		}
 		m.kill(ErrMuxClosed)
 	}
-	b, err := p.Pool.Dial()
+	b, err := p.pool.Dial()
 	if err != nil {
 		return nil, err
 	}
-	m := newMuxConn(b, p.Timeout)
-	m.follow = p.Pool.Follow
+	m := newMuxConn(b, p.timeout)
+	m.follow = p.pool.follow
 	p.conn = m
 	return m, nil
 }

@@ -47,8 +47,8 @@ type Sentinel struct {
 	asking   atomic.Bool          // an Ask after a READONLY is running
 }
 
-// NewSentinel starts following group, as be dials (TLS, timeouts).
-func NewSentinel(group string, be *Pool, every time.Duration, logf func(string, ...any)) (*Sentinel, error) {
+// newSentinel starts following group, as be dials (TLS, timeouts).
+func newSentinel(group string, be *Pool, every time.Duration, logf func(string, ...any)) (*Sentinel, error) {
 	a, err := engine.ParseSentinelAddr(group)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.backend: %w", err)
@@ -88,7 +88,7 @@ func (sb *Sentinel) dial(timeout time.Duration) (net.Conn, error) {
 // that answers neither is taken as the primary the sentinels name.
 func (sb *Sentinel) checkPrimary(b *Conn) error {
 	role := ""
-	reply, err := b.Do([][]byte{[]byte("ROLE")}, b.Home.timeout)
+	reply, err := b.Do([][]byte{[]byte("ROLE")}, b.home.timeout)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (sb *Sentinel) checkPrimary(b *Conn) error {
 			role = string(f[2])
 		}
 	} else {
-		reply, err = b.Do([][]byte{[]byte("INFO"), []byte("replication")}, b.Home.timeout)
+		reply, err = b.Do([][]byte{[]byte("INFO"), []byte("replication")}, b.home.timeout)
 		if err != nil {
 			return err
 		}
@@ -150,9 +150,9 @@ func (sb *Sentinel) askNow() {
 // Close stops following the group.
 func (sb *Sentinel) Close() { sb.Follower.Close() }
 
-// Label is the backend as logs and status show it: a Sentinel
+// label is the backend as logs and status show it: a Sentinel
 // group's password left out.
-func Label(addr string) string {
+func label(addr string) string {
 	if engine.IsSentinelAddr(addr) {
 		return engine.Redact(addr)
 	}

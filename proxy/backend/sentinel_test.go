@@ -17,13 +17,12 @@ import (
 // READONLY goes back to no pool. The primary the sentinels name passes.
 func TestSentinelBackendRefusesReplica(t *testing.T) {
 	g := redistest.StartSentinels(t, "app-r")
-	be := New("", func() (string, string) { return "", "" }, time.Second, 4, nil)
-	sb, err := NewSentinel(g.URL(), be, time.Second, t.Logf)
+	be, err := New(Options{Addr: g.URL(), Timeout: time.Second, PoolSize: 4, SentinelEvery: time.Second, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sb := be.Sentinel()
 	defer sb.Close()
-	be.Follow = sb
 	primary, replica := g.Servers[0], g.Servers[1]
 
 	open := func(addr string) *Conn {
@@ -31,7 +30,7 @@ func TestSentinelBackendRefusesReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &Conn{Home: be, NC: nc, R: bufio.NewReader(nc)}
+		return &Conn{home: be, NC: nc, R: bufio.NewReader(nc)}
 	}
 	// Without the check the replica serves reads: the unsafe outcome.
 	raw := open(replica.Addr)
