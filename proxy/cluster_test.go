@@ -46,6 +46,7 @@ func TestClusterBackend(t *testing.T) {
 	t.Run("info_of_every_primary", func(t *testing.T) { flush(t); clusterInfoSummed(t, e, cl) })
 	t.Run("pipelined_clients", func(t *testing.T) { flush(t); clusterPipelined(t, e) })
 	t.Run("refused_then_moved_tx", func(t *testing.T) { flush(t); clusterRefusedThenMoved(t, e, cl) })
+	t.Run("tx_on_a_migrating_slot", func(t *testing.T) { flush(t); clusterTxMigrating(t, e, cl) })
 	t.Run("resharding", func(t *testing.T) { flush(t); clusterResharding(t, e, cl) }) // last: it moves slots
 }
 
@@ -605,6 +606,73 @@ func clusterRefusedThenMoved(t *testing.T, e *env, cl *redistest.Cluster) {
 			if n := e.c.Exists(ctx, k).Val(); n != 0 {
 				t.Fatalf("the SET of the aborted transaction ran: EXISTS %s = %d", k, n)
 			}
+		}
+	}
+}
+
+// A transaction on a key that has left its slot's primary while the slot
+// is being migrated (the key MIGRATEd, the slot still MIGRATING on the old
+// owner and IMPORTING on the new) runs on the importing node after
+// ASKING, as a cluster client sends it. Without that the old owner
+// answered the queued INCR with ASK until the proxy gave up, and EXEC
+// with EXECABORT.
+func clusterTxMigrating(t *testing.T, e *env, cl *redistest.Cluster) {
+	ctx := context.Background()
+	k := "txm"
+	from := cl.Owner(k)
+	var to *redistest.Server
+	for _, n := range cl.Nodes {
+		if n != from && to == nil && slices.Contains(cl.Addrs(), n.Addr) {
+			to = n
+		}
+	}
+	fc, tc := from.Client(), to.Client()
+	defer fc.Close()
+	defer tc.Close()
+	slot, err := fc.ClusterKeySlot(ctx, k).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromID, err := cl.ID(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toID, err := cl.ID(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Set(ctx, k, "5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(to.Addr, ":")
+	for _, step := range []struct {
+		c    *redis.Client
+		args []any
+	}{
+		{tc, []any{"cluster", "setslot", slot, "importing", fromID}},
+		{fc, []any{"cluster", "setslot", slot, "migrating", toID}},
+		{fc, []any{"migrate", host, port, "", 0, 5000, "keys", k}},
+	} {
+		if err := step.c.Do(ctx, step.args...).Err(); err != nil {
+			t.Fatalf("%v: %v", step.args, err)
+		}
+	}
+	defer func() {
+		for _, n := range cl.Nodes {
+			nc := n.Client()
+			_ = nc.Do(ctx, "cluster", "setslot", slot, "node", toID).Err()
+			nc.Close()
+		}
+	}()
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	for _, step := range [][]string{
+		{"MULTI", "+OK\r\n"}, {"INCR", k, "+QUEUED\r\n"}, {"INCR", k, "+QUEUED\r\n"}, {"EXEC", "*2\r\n:6\r\n:7\r\n"},
+		{"GET", k, "$1\r\n7\r\n"},
+	} {
+		cmd, want := step[:len(step)-1], step[len(step)-1]
+		if got := p.do(t, cmd...); got != want {
+			t.Fatalf("%q: %q, want %q", cmd, got, want)
 		}
 	}
 }

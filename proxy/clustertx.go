@@ -28,7 +28,10 @@ import (
 //   - A transaction whose slot moves to another primary before EXEC (a
 //     MOVED to a queued command or to EXEC) is sent again, whole, to the
 //     new owner; one that WATCHes is aborted instead (its WATCH was on the
-//     old owner), as if its connection had failed (errPinnedLost).
+//     old owner), as if its connection had failed (errPinnedLost). One
+//     whose key has left a slot being migrated (ASK) is sent again, whole,
+//     to the importing node after ASKING, as cluster clients do; one that
+//     WATCHes waits for the migration to end.
 //   - A blocking command runs on a connection to its slot's primary,
 //     which replaces the one the client had unless that one is bound.
 
@@ -39,6 +42,9 @@ type clusterTx struct {
 	multi    bool          // MULTI is open on it
 	watching bool          // WATCH is in force on it
 	queued   [][][]byte    // the commands queued since MULTI, to send again
+	// asked: the importing node an ASK sent the open transaction to, where
+	// it stays (after ASKING) until EXEC or DISCARD; "" none.
+	asked string
 }
 
 // bound reports whether the connection must stay with its slot's primary.
@@ -94,6 +100,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		c.WriteError(errPinnedLost)
 	}
 	target := ""
+	asking := false // the next connection opens with ASKING (an ASK redirect)
 	for try := 0; ; try++ {
 		m, err := s.cl.current()
 		if err != nil {
@@ -103,6 +110,8 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		}
 		switch {
 		case target != "":
+		case tx.multi && tx.asked != "":
+			target = tx.asked
 		case slot >= 0 && m.owner(slot) != "":
 			target = m.owner(slot)
 		case tx.slot >= 0 && m.owner(tx.slot) != "":
@@ -130,6 +139,15 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 				return
 			}
 			st.pinned, tx.conn = bc, bc
+			if asking || tx.multi && tx.asked != "" && tx.asked == addr {
+				// Inside MULTI the flag lasts until EXEC: the whole
+				// transaction runs on the importing node.
+				if r, err := bc.Do([][]byte{[]byte("ASKING")}, s.passthroughTimeout()); err != nil || len(r) == 0 || r[0] != '+' {
+					lost()
+					return
+				}
+				asking = false
+			}
 			if tx.multi && !s.replayTx(bc, tx) {
 				lost()
 				return
@@ -146,12 +164,25 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			return
 		}
 		if kind, sl, to, ok := redirect(reply); ok && try < clusterMaxRedirects {
-			if kind == "MOVED" {
+			switch {
+			case kind == "MOVED":
 				s.cl.moved(sl, to)
 				target = to
-			} else {
-				// The slot is being migrated: its keys cannot be
-				// reached on one connection until it is done.
+			case !tx.watching:
+				// The slot is being migrated and the key has moved: the
+				// command, or the whole transaction, runs on the
+				// importing node after ASKING, as a cluster client sends
+				// it.
+				target, asking = to, true
+				if tx.multi {
+					tx.asked = to
+				}
+				st.pinned.Close()
+				st.pinned = nil
+				continue
+			default:
+				// A WATCH binds the connection to the migrating node:
+				// wait for the migration to end.
 				time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 				target = ""
 			}
@@ -172,9 +203,9 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		ok := len(reply) > 0 && reply[0] == '+'
 		switch {
 		case name == "multi" && ok:
-			tx.multi, tx.queued = true, nil
+			tx.multi, tx.queued, tx.asked = true, nil, ""
 		case name == "exec" || name == "discard":
-			tx.multi, tx.watching, tx.slot, tx.queued = false, false, -1, nil
+			tx.multi, tx.watching, tx.slot, tx.queued, tx.asked = false, false, -1, nil, ""
 		case name == "unwatch" && !tx.multi: // in MULTI it is queued
 			tx.watching, tx.slot = false, -1
 		case name == "watch" && ok:
