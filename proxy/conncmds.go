@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -276,13 +277,5 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	return replied
 }
 
-// parseInt parses a Redis integer argument strictly (no spaces, no '+').
-func parseInt(b []byte) (int64, error) {
-	if len(b) == 0 || b[0] == '+' || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') {
-		if len(b) == 1 && b[0] == '0' {
-			return 0, nil
-		}
-		return 0, strconv.ErrSyntax
-	}
-	return strconv.ParseInt(string(b), 10, 64)
-}
+// parseInt parses a Redis integer argument strictly (quorum.ParseInt).
+func parseInt(b []byte) (int64, error) { return quorum.ParseInt(b) }

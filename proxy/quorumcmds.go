@@ -2,34 +2,34 @@ package proxy
 
 import (
 	"errors"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	o, msg := parseSet(args)
+	o, msg := quorum.ParseSet(args)
 	if msg != "" {
 		c.WriteError(msg)
 		return replied
 	}
-	if !o.nx && s.mixed() {
+	if !o.NX && s.mixed() {
 		return toBackend // data (mixed.go)
 	}
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	if s.mixed() && !s.mirrorTaken(st, c, args, o.get, "") {
+	if s.mixed() && !s.mirrorTaken(st, c, args, o.Get, "") {
 		return replied // the key holds data, or the backend failed
 	}
-	if !o.nx {
-		w, err := s.eng(st).NoteTTL(string(args[1]), o.ttl(time.Now()))
+	if !o.NX {
+		w, err := s.eng(st).NoteTTL(string(args[1]), o.TTL(time.Now()))
 		if err != nil {
 			writeErr(c, err)
 			return replied
@@ -37,16 +37,16 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		// Set unless refused: XX on an absent key answers nil; a value too
 		// long to answer (SET … GET) changes nothing.
 		s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool {
-			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.xx
-		}, o.get)
+			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.XX
+		}, o.Get)
 		return replied
 	}
-	ttl := o.ttl(time.Now())
-	if o.expire != "" && ttl <= 0 {
-		s.setNXPast(st, c, args[1], o.get)
+	ttl := o.TTL(time.Now())
+	if o.Expire != "" && ttl <= 0 {
+		s.setNXPast(st, c, args[1], o.Get)
 		return replied
 	}
-	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
+	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.Get, func(ok bool) {
 		if ok {
 			c.WriteString("OK")
 		} else {
@@ -374,7 +374,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 			c.WriteError("ERR value is not an integer or out of range")
 			return replied
 		}
-		if w, err = s.eng(st).NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
+		if w, err = s.eng(st).NoteTTL(string(args[1]), quorum.ExpireTTL(name, n, time.Now())); err != nil {
 			if s.mixed() {
 				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
 				return replied
@@ -403,35 +403,13 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
 		return replied
 	}
-	w, err := s.eng(st).NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
+	w, err := s.eng(st).NoteTTL(string(args[1]), quorum.ExpireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	if err != nil {
 		writeErr(c, err)
 		return replied
 	}
 	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
 	return replied
-}
-
-// expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
-// PSETEX with argument n sets, measured against now for the absolute ones;
-// not positive when the key would expire at once. A number too large to
-// be a duration is capped at the longest one.
-func expireTTL(cmd string, n int64, now time.Time) time.Duration {
-	sec := strings.HasPrefix(cmd, "expire") || cmd == "setex"
-	if sec && n > math.MaxInt64/int64(time.Second) || !sec && n > math.MaxInt64/int64(time.Millisecond) {
-		return math.MaxInt64
-	}
-	switch cmd {
-	case "expire", "setex":
-		return time.Duration(n) * time.Second
-	case "pexpire", "psetex":
-		return time.Duration(n) * time.Millisecond
-	case "expireat":
-		return time.Unix(n, 0).Sub(now)
-	case "pexpireat":
-		return time.UnixMilli(n).Sub(now)
-	}
-	return 0
 }
 
 // cmdGetEx runs GETEX of a lock key on every master, as SET does: a TTL
@@ -444,8 +422,8 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	ttl, msg := parseGetEx(args[2:], time.Now())
-	if msg == errSyntax {
+	ttl, msg := quorum.ParseGetEx(args[2:], time.Now())
+	if msg == quorum.ErrSyntax {
 		c.WriteError(msg)
 		return replied
 	}
@@ -463,41 +441,6 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	// long to answer changes nothing.
 	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
 	return replied
-}
-
-const errSyntax = "ERR syntax error"
-
-// parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
-// s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
-// Redis's own error text. As on Redis, an option may be repeated (PX 1 PX
-// 2: the last counts, and only its value is read), but not mixed with
-// another.
-func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
-	o, persist := "", false
-	var arg []byte
-	for i := 0; i < len(opts); i++ {
-		switch a := setOption(opts[i]); {
-		case a == "persist" && o == "":
-			persist = true
-		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && !persist && (o == "" || o == a) && i+1 < len(opts):
-			o, arg = a, opts[i+1]
-			i++
-		default:
-			return 0, errSyntax
-		}
-	}
-	if o == "" {
-		return 0, ""
-	}
-	n, err := parseInt(arg)
-	if err != nil {
-		return 0, "ERR value is not an integer or out of range"
-	}
-	if n <= 0 {
-		return 0, "ERR invalid expire time in 'getex' command"
-	}
-	cmd := map[string]string{"ex": "expire", "px": "pexpire", "exat": "expireat", "pxat": "pexpireat"}[o]
-	return expireTTL(cmd, n, now), ""
 }
 
 func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
