@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -86,7 +87,7 @@ func (s *Server) majority(st *client, c redcon.Conn, args []any, w *engine.TTLWr
 		}
 	}
 	if answered < q {
-		writeErr(c, s.eng(st).NoQuorum(answered, key))
+		quorum.WriteErr(c, s.eng(st).NoQuorum(answered, key))
 		return engine.Result{}, false
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
@@ -99,7 +100,7 @@ func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 	case r.Err == redis.Nil:
 		c.WriteNull()
 	case r.Err == nil && isLarge(r.Val):
-		c.WriteError(tooLargeReply(r.Val.(engine.LargeValue).Len, int(s.cfg.Proxy.MaxLockValue)))
+		c.WriteError(quorum.TooLargeReply(r.Val.(engine.LargeValue).Len, int(s.cfg.Proxy.MaxLockValue)))
 	case errors.As(r.Err, &re):
 		c.WriteError(re.Error())
 	default:

@@ -168,7 +168,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				}
 				st.name = string(args[i])
 			default:
-				c.WriteError("ERR Syntax error in HELLO option '" + echo(args[i]) + "'")
+				c.WriteError("ERR Syntax error in HELLO option '" + quorum.Echo(args[i]) + "'")
 				return replied
 			}
 		}
@@ -252,7 +252,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		case "lib-ver":
 			st.libVer = string(args[3])
 		default:
-			c.WriteError("ERR Unrecognized option '" + echo(args[2]) + "'")
+			c.WriteError("ERR Unrecognized option '" + quorum.Echo(args[2]) + "'")
 			return replied
 		}
 		c.WriteString("OK")
@@ -270,9 +270,9 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
-		c.WriteError("ERR wrong number of arguments for 'client|" + echo([]byte(sub)) + "' command")
+		c.WriteError("ERR wrong number of arguments for 'client|" + quorum.Echo([]byte(sub)) + "' command")
 	default:
-		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(echo([]byte(sub))) + " is not supported through the proxy")
+		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(quorum.Echo([]byte(sub))) + " is not supported through the proxy")
 	}
 	return replied
 }

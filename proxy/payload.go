@@ -57,10 +57,3 @@ func (s *Server) oversizedKey(c redcon.Conn, keys [][]byte) bool {
 	}
 	return false
 }
-
-// tooLargeReply is the error for a value of n bytes on a lock key, more
-// than proxy.max_lock_value (max), that a quorum operation would bring
-// back.
-func tooLargeReply(n, max int) string {
-	return fmt.Sprintf("ERR redlock-proxy: the value of this lock key is %d bytes, more than proxy.max_lock_value (%d bytes); it is not read or changed through the quorum", n, max)
-}

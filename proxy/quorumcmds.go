@@ -31,7 +31,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !o.NX {
 		w, err := s.eng(st).NoteTTL(string(args[1]), o.TTL(time.Now()))
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 		// Set unless refused: XX on an absent key answers nil; a value too
@@ -68,7 +68,7 @@ func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
 	switch {
 	case err != nil:
 		s.m.Acquire(err, 0)
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case !k.Exists:
 		s.m.Acquire(engine.ErrValiditySpent, 0)
 		if get {
@@ -115,13 +115,13 @@ func (s *Server) acquire(st *client, c redcon.Conn, key, value string, ttl time.
 	}
 	switch {
 	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case !get:
 		reply(err == nil)
 	case err == nil:
 		c.WriteNull() // NX GET: the key was absent and is now set
 	case r.PrevTooLarge != nil:
-		c.WriteError(tooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
+		c.WriteError(quorum.TooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
 	case r.Prev != nil:
 		c.WriteBulkString(*r.Prev)
 	default:
@@ -162,7 +162,7 @@ func (s *Server) quorumGet(st *client, c redcon.Conn, args [][]byte) {
 	case err != nil && s.mixed():
 		c.WriteNull() // the data's answer stands: masters down do not fail a read
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case typ != "string" && k.Exists:
 		c.WriteError(wrongType)
 	case k.Exists:
@@ -191,7 +191,7 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	case err != nil && s.mixed():
 		c.WriteInt(-2) // the data's answer stands: masters down do not fail a read
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case k.PTTL < 0:
 		c.WriteInt64(int64(k.PTTL))
 	case name == "ttl":
@@ -230,7 +230,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 			continue // the data's answer stands: masters down do not fail a read
 		}
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 		if k.Exists {
@@ -299,7 +299,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		case s.mixed() && err != nil && ones > 0:
 			// A lock on the masters that answered, not ended on a
 			// quorum: "deleted" would tell the client the key is free.
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		case s.mixed():
 			// The backend's count; the lock, if a quorum holds one, goes
@@ -312,7 +312,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				n++
 			}
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		case ok:
 			n++
@@ -353,11 +353,11 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	answer := func(ok bool, ones int, err error) {
 		switch {
 		case s.mixed() && err != nil && ones > 0:
-			writeErr(c, err) // a lock on the masters that answered, its TTL not written on a quorum
+			quorum.WriteErr(c, err) // a lock on the masters that answered, its TTL not written on a quorum
 		case s.mixed(): // the backend's answer, or a lock's without a mirror; the lock, if any, follows
 			c.WriteInt(b2i(onBackend || ok && err == nil))
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case ok:
 			c.WriteInt(1)
 		default:
@@ -379,7 +379,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
 				return replied
 			}
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 	}
@@ -400,12 +400,12 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		c.WriteError("ERR value is not an integer or out of range")
 		return replied
 	case n <= 0:
-		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
+		c.WriteError("ERR invalid expire time in '" + strings.ToLower(quorum.Echo(args[0])) + "' command")
 		return replied
 	}
 	w, err := s.eng(st).NoteTTL(string(args[1]), quorum.ExpireTTL(strings.ToLower(string(args[0])), n, time.Now()))
 	if err != nil {
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return replied
 	}
 	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
@@ -431,7 +431,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if msg == "" {
 		var err error
 		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 	}
@@ -450,7 +450,7 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 			_, ones, qerr := s.broadcastOnes(st, nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
 			if qerr != nil && ones > 0 {
-				writeErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
+				quorum.WriteErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
 				return replied
 			}
 		}

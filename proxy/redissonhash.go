@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -34,7 +35,7 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	h, err := s.eng(st).ReadHash(ctx, string(args[1]))
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return replied
 	case h.Type != "hash" && h.Type != "none":
 		c.WriteError(wrongType)
