@@ -77,7 +77,7 @@ func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
 			c.WriteString("OK")
 		}
 	case get && typ != "string":
-		c.WriteError(wrongType)
+		c.WriteError(quorum.WrongType)
 	default:
 		s.m.Acquire(engine.ErrNotAcquired, 0)
 		if get {
@@ -158,18 +158,7 @@ func (s *Server) quorumGet(st *client, c redcon.Conn, args [][]byte) {
 		return
 	}
 	k, typ, err := s.readAnyType(st, args[1])
-	switch {
-	case err != nil && s.mixed():
-		c.WriteNull() // the data's answer stands: masters down do not fail a read
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case typ != "string" && k.Exists:
-		c.WriteError(wrongType)
-	case k.Exists:
-		c.WriteBulkString(k.Value)
-	default:
-		c.WriteNull()
-	}
+	quorum.WriteGet(c, k, typ, err, s.mixed())
 }
 
 func (s *Server) read(st *client, key []byte) (engine.KeyState, error) {
@@ -187,33 +176,18 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		return replied
 	}
 	k, _, err := s.readAnyType(st, args[1])
-	switch {
-	case err != nil && s.mixed():
-		c.WriteInt(-2) // the data's answer stands: masters down do not fail a read
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case k.PTTL < 0:
-		c.WriteInt64(int64(k.PTTL))
-	case name == "ttl":
-		c.WriteInt64((k.PTTL.Milliseconds() + 500) / 1000) // rounded as Redis rounds
-	default:
-		c.WriteInt64(k.PTTL.Milliseconds())
-	}
+	quorum.WritePTTL(c, k, err, name == "ttl", s.mixed())
 	return replied
 }
 
 // cmdExists counts the keys whose value is held by a quorum.
 func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	if s.oversizedKey(c, args[1:]) {
+	locks, rest, ok := s.splitLockKeys(c, args[1:])
+	if !ok {
 		return replied
 	}
 	n := int64(0)
-	var rest [][]byte
-	for _, key := range args[1:] {
-		if !s.isLockKey(key) {
-			rest = append(rest, key)
-			continue
-		}
+	for _, key := range locks {
 		if s.mixed() {
 			v, err := s.backendCall(st, "exists", string(key))
 			if err != nil {
@@ -226,14 +200,12 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 			}
 		}
 		k, _, err := s.readAnyType(st, key)
-		if err != nil && s.mixed() {
-			continue // the data's answer stands: masters down do not fail a read
-		}
+		held, err := quorum.Exists(k, err, s.mixed())
 		if err != nil {
 			quorum.WriteErr(c, err)
 			return replied
 		}
-		if k.Exists {
+		if held {
 			n++
 		}
 	}
@@ -263,19 +235,36 @@ func (s *Server) addPassthroughCount(c redcon.Conn, st *client, cmd []byte, rest
 	c.WriteInt64(n)
 }
 
+// splitLockKeys splits the keys of a command that names several (EXISTS,
+// DEL, UNLINK) into the lock keys, each a quorum operation of its own, and
+// the rest, which pass through. It answers the refusal and reports false
+// when a lock key among them exceeds proxy.max_lock_value: every one is
+// checked before any is sent.
+func (s *Server) splitLockKeys(c redcon.Conn, keys [][]byte) (locks, rest [][]byte, ok bool) {
+	for _, key := range keys {
+		if s.isLockKey(key) {
+			locks = append(locks, key)
+		} else {
+			rest = append(rest, key)
+		}
+	}
+	for i := range locks {
+		if s.oversized(c, locks[i:i+1]) {
+			return nil, nil, false
+		}
+	}
+	return locks, rest, true
+}
+
 // cmdDel deletes each lock key on every master and counts it as deleted
 // when a quorum deleted it.
 func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	if s.oversizedKey(c, args[1:]) {
+	locks, rest, ok := s.splitLockKeys(c, args[1:])
+	if !ok {
 		return replied
 	}
 	n := int64(0)
-	var rest [][]byte
-	for _, key := range args[1:] {
-		if !s.isLockKey(key) {
-			rest = append(rest, key)
-			continue
-		}
+	for _, key := range locks {
 		onBackend := false
 		if s.mixed() {
 			v, err := s.backendCall(st, string(args[0]), string(key))
@@ -295,26 +284,12 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
-		switch {
-		case s.mixed() && err != nil && ones > 0:
-			// A lock on the masters that answered, not ended on a
-			// quorum: "deleted" would tell the client the key is free.
+		deleted, err := quorum.Deleted(ok, ones, err, s.mixed(), onBackend)
+		if err != nil {
 			quorum.WriteErr(c, err)
 			return replied
-		case s.mixed():
-			// The backend's count; the lock, if a quorum holds one, goes
-			// too. A lock without a mirror on the backend (a semaphore,
-			// LOCK.*) counts where the quorum deleted it. Where no master
-			// that answered held the key (data never reaches a master),
-			// a quorum that cannot be reached leaves the data's answer
-			// standing.
-			if onBackend || ok {
-				n++
-			}
-		case err != nil:
-			quorum.WriteErr(c, err)
-			return replied
-		case ok:
+		}
+		if deleted {
 			n++
 		}
 	}
@@ -351,18 +326,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		return replied
 	}
 	answer := func(ok bool, ones int, err error) {
-		switch {
-		case s.mixed() && err != nil && ones > 0:
-			quorum.WriteErr(c, err) // a lock on the masters that answered, its TTL not written on a quorum
-		case s.mixed(): // the backend's answer, or a lock's without a mirror; the lock, if any, follows
-			c.WriteInt(b2i(onBackend || ok && err == nil))
-		case err != nil:
-			quorum.WriteErr(c, err)
-		case ok:
-			c.WriteInt(1)
-		default:
-			c.WriteInt(0)
-		}
+		quorum.WriteExpire(c, ok, ones, err, s.mixed(), onBackend)
 	}
 	if s.oversized(c, args[1:]) {
 		return replied

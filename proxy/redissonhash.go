@@ -38,7 +38,7 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		quorum.WriteErr(c, err)
 		return replied
 	case h.Type != "hash" && h.Type != "none":
-		c.WriteError(wrongType)
+		c.WriteError(quorum.WrongType)
 		return replied
 	}
 	v, ok := h.Fields[string(args[2])]
@@ -54,8 +54,6 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	}
 	return replied
 }
-
-const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 // isWrongType reports whether a quorum read failed because the masters
 // hold a key of another type than the read's.
