@@ -65,26 +65,8 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // where that cannot be known.
 func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
 	k, typ, err := s.readAnyType(st, key)
-	switch {
-	case err != nil:
-		s.m.Acquire(err, 0)
-		quorum.WriteErr(c, err)
-	case !k.Exists:
-		s.m.Acquire(engine.ErrValiditySpent, 0)
-		if get {
-			c.WriteNull()
-		} else {
-			c.WriteString("OK")
-		}
-	case get && typ != "string":
-		c.WriteError(quorum.WrongType)
-	default:
-		s.m.Acquire(engine.ErrNotAcquired, 0)
-		if get {
-			c.WriteBulkString(k.Value)
-		} else {
-			c.WriteNull()
-		}
+	if outcome, counted := quorum.WriteSetNXPast(c, k, typ, err, get); counted {
+		s.m.Acquire(outcome, 0)
 	}
 }
 
@@ -113,22 +95,7 @@ func (s *Server) acquire(st *client, c redcon.Conn, key, value string, ttl time.
 	if err != nil && s.mixed() {
 		s.mirrorRelease(st, key, value) // taken first (mirrorTaken)
 	}
-	switch {
-	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
-		quorum.WriteErr(c, err)
-	case !get:
-		reply(err == nil)
-	case err == nil:
-		c.WriteNull() // NX GET: the key was absent and is now set
-	case r.PrevTooLarge != nil:
-		c.WriteError(quorum.TooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
-	case r.Prev != nil:
-		c.WriteBulkString(*r.Prev)
-	default:
-		// Not granted, yet no value holds a quorum: a single Redis would
-		// never be in this state, and nil would claim the key was set.
-		c.WriteError("TRYAGAIN redlock-proxy: no value holds a quorum of masters; lock not acquired")
-	}
+	quorum.WriteAcquired(c, r, err, get, int(s.cfg.Proxy.MaxLockValue), reply)
 }
 
 // acquireRaw runs a quorum acquire and counts its outcome.
@@ -333,12 +300,13 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	}
 	var w *engine.TTLWrite
 	if name != "persist" {
-		n, err := parseInt(args[2])
-		if err != nil {
-			c.WriteError("ERR value is not an integer or out of range")
+		ttl, msg := quorum.ParseExpire(name, args[2], time.Now())
+		if msg != "" {
+			c.WriteError(msg)
 			return replied
 		}
-		if w, err = s.eng(st).NoteTTL(string(args[1]), quorum.ExpireTTL(name, n, time.Now())); err != nil {
+		var err error
+		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
 			if s.mixed() {
 				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
 				return replied
@@ -358,16 +326,12 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	n, err := parseInt(args[2])
-	switch {
-	case err != nil:
-		c.WriteError("ERR value is not an integer or out of range")
-		return replied
-	case n <= 0:
-		c.WriteError("ERR invalid expire time in '" + strings.ToLower(quorum.Echo(args[0])) + "' command")
+	ttl, msg := quorum.ParseSetEx(args, time.Now())
+	if msg != "" {
+		c.WriteError(msg)
 		return replied
 	}
-	w, err := s.eng(st).NoteTTL(string(args[1]), quorum.ExpireTTL(strings.ToLower(string(args[0])), n, time.Now()))
+	w, err := s.eng(st).NoteTTL(string(args[1]), ttl)
 	if err != nil {
 		quorum.WriteErr(c, err)
 		return replied

@@ -109,8 +109,11 @@ next:
 	return ""
 }
 
-// ErrSyntax is Redis's answer to options it does not take.
-const ErrSyntax = "ERR syntax error"
+// Redis's answers to arguments it does not take.
+const (
+	ErrSyntax     = "ERR syntax error"
+	ErrNotInteger = "ERR value is not an integer or out of range"
+)
 
 // ParseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
 // s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
@@ -136,7 +139,7 @@ func ParseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
 	}
 	n, err := ParseInt(arg)
 	if err != nil {
-		return 0, "ERR value is not an integer or out of range"
+		return 0, ErrNotInteger
 	}
 	if n <= 0 {
 		return 0, "ERR invalid expire time in 'getex' command"
@@ -165,6 +168,30 @@ func ExpireTTL(cmd string, n int64, now time.Time) time.Duration {
 		return time.UnixMilli(n).Sub(now)
 	}
 	return 0
+}
+
+// ParseExpire reads the argument of PEXPIRE, EXPIRE, PEXPIREAT or
+// EXPIREAT (cmd, in lower case) and returns the TTL it sets, measured
+// against now (ExpireTTL), or Redis's own error text.
+func ParseExpire(cmd string, arg []byte, now time.Time) (time.Duration, string) {
+	n, err := ParseInt(arg)
+	if err != nil {
+		return 0, ErrNotInteger
+	}
+	return ExpireTTL(cmd, n, now), ""
+}
+
+// ParseSetEx reads SETEX's or PSETEX's expiry (args: the whole command)
+// and returns the TTL it sets, or Redis's own error text.
+func ParseSetEx(args [][]byte, now time.Time) (time.Duration, string) {
+	n, err := ParseInt(args[2])
+	switch {
+	case err != nil:
+		return 0, ErrNotInteger
+	case n <= 0:
+		return 0, "ERR invalid expire time in '" + strings.ToLower(Echo(args[0])) + "' command"
+	}
+	return ExpireTTL(strings.ToLower(string(args[0])), n, now), ""
 }
 
 // ParseInt parses a Redis integer argument strictly (no spaces, no '+').
