@@ -183,7 +183,7 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 			quorum.WriteErr(c, err)
 			return
 		}
-		if _, ok := s.majority(st, c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
+		if _, ok := s.op(st).Majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
 			c.WriteInt(1)
 		}
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -12,6 +13,28 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
+
+// op is st's call on the quorum (package quorum): the engine of its
+// database, the bound of one operation (opTimeout) and
+// proxy.max_lock_value.
+func (s *Server) op(st *client) quorum.Op {
+	return quorum.Op{Eng: s.eng(st), Timeout: s.opTimeout(), MaxValue: int(s.cfg.Proxy.MaxLockValue)}
+}
+
+// opTimeout bounds one quorum operation: every master has the node
+// timeout, retries add their delays; this is a backstop against a hang.
+// It reads only fields no reload changes: a copy of the whole section
+// would read the credentials a Reload writes meanwhile.
+func (s *Server) opTimeout() time.Duration {
+	r := &s.cfg.Redlock
+	return r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
+}
+
+// opContext is the context of one quorum operation (quorum.Context),
+// ending after opTimeout.
+func (s *Server) opContext() (context.Context, context.CancelFunc) {
+	return quorum.Context(s.opTimeout())
+}
 
 func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	o, msg := quorum.ParseSet(args)
@@ -36,8 +59,8 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		}
 		// Set unless refused: XX on an absent key answers nil; a value too
 		// long to answer (SET … GET) changes nothing.
-		s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool {
-			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.XX
+		s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool {
+			return r.Err == nil && !quorum.IsLarge(r.Val) || r.Err == redis.Nil && !o.XX
 		}, o.Get)
 		return replied
 	}
@@ -247,7 +270,7 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				continue
 			}
 		}
-		ok, ones, err := s.broadcastOnes(st, nil, args[0], key)
+		ok, ones, err := s.op(st).Ones(nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
@@ -315,7 +338,7 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 			return replied
 		}
 	}
-	answer(s.broadcastOnes(st, w, args...))
+	answer(s.op(st).Ones(w, args...))
 	return replied
 }
 
@@ -336,7 +359,7 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		quorum.WriteErr(c, err)
 		return replied
 	}
-	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
 	return replied
 }
 
@@ -367,7 +390,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	// string; absent, GETEX answers nil: the masters answer it, and
 	// refuse to write anything. A nil reply: nothing was set; a value too
 	// long to answer changes nothing.
-	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool { return r.Err == nil && !quorum.IsLarge(r.Val) }, true)
 	return replied
 }
 
@@ -375,7 +398,7 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.mixed() {
 		v, err := s.backendValue(st, args)
 		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
-			_, ones, qerr := s.broadcastOnes(st, nil, []byte("del"), args[1])
+			_, ones, qerr := s.op(st).Ones(nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
 			if qerr != nil && ones > 0 {
 				quorum.WriteErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
@@ -388,6 +411,6 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	s.broadcastMajority(st, c, toAny(args), nil, nil, true)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), nil, nil, true)
 	return replied
 }

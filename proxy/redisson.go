@@ -94,7 +94,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		deleted, err := s.broadcastCount(st, nil, []byte("DEL"), []byte(key))
+		deleted, err := s.op(st).Count(nil, []byte("DEL"), []byte(key))
 		s.m.Release(deleted, err, time.Since(start))
 		switch {
 		case err != nil:
