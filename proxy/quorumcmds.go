@@ -87,7 +87,7 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // absent is read from the quorum, as GET reads it, and NOQUORUM answers
 // where that cannot be known.
 func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
-	k, typ, err := s.readAnyType(st, key)
+	k, typ, err := s.op(st).ReadAnyType(key)
 	if outcome, counted := quorum.WriteSetNXPast(c, k, typ, err, get); counted {
 		s.m.Acquire(outcome, 0)
 	}
@@ -147,14 +147,8 @@ func (s *Server) quorumGet(st *client, c redcon.Conn, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	k, typ, err := s.readAnyType(st, args[1])
+	k, typ, err := s.op(st).ReadAnyType(args[1])
 	quorum.WriteGet(c, k, typ, err, s.mixed())
-}
-
-func (s *Server) read(st *client, key []byte) (engine.KeyState, error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	return s.eng(st).Read(ctx, string(key))
 }
 
 func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
@@ -165,7 +159,7 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	k, _, err := s.readAnyType(st, args[1])
+	k, _, err := s.op(st).ReadAnyType(args[1])
 	quorum.WritePTTL(c, k, err, name == "ttl", s.mixed())
 	return replied
 }
@@ -189,7 +183,7 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				continue
 			}
 		}
-		k, _, err := s.readAnyType(st, key)
+		k, _, err := s.op(st).ReadAnyType(key)
 		held, err := quorum.Exists(k, err, s.mixed())
 		if err != nil {
 			quorum.WriteErr(c, err)

@@ -18,7 +18,7 @@ import (
 // and mixed mode. Acquires, releases, extends and reads have the engine's
 // own operations.
 
-// Engine is what a broadcast needs of the quorum engine: the
+// Engine is what the commands need of the quorum engine: the
 // *engine.Client of the client's database.
 type Engine interface {
 	Quorum() int
@@ -27,6 +27,8 @@ type Engine interface {
 	Broadcast(ctx context.Context, key string, done func(got []engine.Result) bool, args ...any) []engine.Result
 	BroadcastValue(ctx context.Context, key string, done func(got []engine.Result) bool, args ...any) []engine.Result
 	NoQuorum(reachable int, keys ...string) *engine.QuorumError
+	Read(ctx context.Context, key string) (engine.KeyState, error)
+	ReadHash(ctx context.Context, key string) (engine.HashState, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

@@ -1,6 +1,10 @@
 package quorum
 
 import (
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
@@ -14,6 +18,63 @@ import (
 
 // WrongType is Redis's error for a command on a key of another type.
 const WrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// Read is the quorum's read of a key holding a string.
+func (o Op) Read(key []byte) (engine.KeyState, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.Eng.Read(ctx, string(key))
+}
+
+// ReadAnyType is Read for GET, EXISTS and PTTL, which answer for a key of
+// any type: a lock that is a hash is read as one. It returns the key's
+// type too.
+func (o Op) ReadAnyType(key []byte) (engine.KeyState, string, error) {
+	k, err := o.Read(key)
+	if err == nil || !isWrongType(err) {
+		return k, "string", err
+	}
+	h, err := o.ReadHash(key)
+	return engine.KeyState{Exists: h.Type != "none", PTTL: h.PTTL}, h.Type, err
+}
+
+// ReadHash is the quorum's read of a key as a hash (Redisson's locks).
+func (o Op) ReadHash(key []byte) (engine.HashState, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.Eng.ReadHash(ctx, string(key))
+}
+
+// WriteHashField answers HGET, or HEXISTS with exists, of a field of a
+// lock key from the quorum's read of it as a hash (h, or err).
+func WriteHashField(c redcon.Conn, h engine.HashState, err error, field []byte, exists bool) {
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+		return
+	case h.Type != "hash" && h.Type != "none":
+		c.WriteError(WrongType)
+		return
+	}
+	v, ok := h.Fields[string(field)]
+	switch {
+	case exists && ok:
+		c.WriteInt(1)
+	case exists:
+		c.WriteInt(0)
+	case ok:
+		c.WriteBulkString(v)
+	default:
+		c.WriteNull()
+	}
+}
+
+// isWrongType reports whether a quorum read failed because the masters
+// hold a key of another type than the read's.
+func isWrongType(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE")
+}
 
 // WriteGet answers GET of a lock key from the quorum's read of it: k, a
 // key of type typ, or err.
