@@ -77,7 +77,11 @@ func WithLogf(f func(format string, args ...any)) Option { return Option{o: engi
 // New returns a Client for the masters at addrs ("host:port"; a master
 // may also be a Sentinel group, sentinel://host:port[,host:port…]/name, or
 // a Redis Cluster, cluster://host:port[,host:port…]). No connection is made
-// until the first operation.
+// until the first operation, which waits for each master's first
+// connection (up to 5 s, or the node timeout if longer) as a go-redis
+// client's first command waits for its dial; later connections, after a
+// master restarts or a connection breaks, are waited for only within the
+// node timeout.
 func New(addrs []string, opts ...Option) (*Client, error) {
 	return newClient(addrs, nil, opts)
 }
@@ -177,5 +181,9 @@ func newClient(addrs []string, base []*redis.Options, opts []Option) (*Client, e
 // shard primary that owns slots when it runs.
 func (c *Client) InitMasters(ctx context.Context) error { return c.e.InitMasters(ctx) }
 
-// Close closes every master connection.
+// Close closes every master connection, once the commands in flight (the
+// rollback of an Obtain that was refused among them) are answered: a
+// process that exits after Close leaves no part of a refused lock on a
+// master. It waits for them at most the node timeout past 5 s (or twice
+// the node timeout if longer).
 func (c *Client) Close() error { return c.e.Close() }

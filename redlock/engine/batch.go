@@ -36,6 +36,7 @@ type call struct {
 	idx      int
 
 	res      redis.Cmd // the reply
+	b        *batcher  // the master's queue it waits in, counted in its pending until answered
 	sent     bool      // written, reply not yet read
 	readOnly bool      // changes nothing on the master (a check)
 	alone    bool      // sent on a connection of its own (runAlone), not the shared pipeline
@@ -81,8 +82,13 @@ type replier interface {
 
 // finish hands c its reply (already in c.res), which came at now.
 func (c *call) finish(now time.Time) {
+	// Counted answered after the reply is handed over: a rollback the
+	// reply sets off is queued (and counted) before.
+	b := c.b
+	c.b = nil
+	defer b.answered()
 	if c.cv != nil && c.cv.redirect(c) {
-		return
+		return // queued anew, counted there
 	}
 	if c.to != nil {
 		c.to.reply(c.idx, &c.res, now)
@@ -107,6 +113,7 @@ type batcher struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 
+	pending   atomic.Int64 // calls queued or in flight, not yet answered (Close waits for them)
 	pipelines atomic.Int64 // pipelines sent
 	commands  atomic.Int64 // commands sent in them
 	handoffs  atomic.Int64 // pipelines handed to another worker for a long reply
@@ -144,8 +151,26 @@ func newBatcher(n *node, workers, queue int) *batcher {
 	return b
 }
 
+// admit counts c pending on b until it is answered.
+func (b *batcher) admit(c *call) {
+	c.b = b
+	b.pending.Add(1)
+}
+
+// answered counts one of b's calls answered (b nil: one never admitted).
+func (b *batcher) answered() {
+	if b != nil {
+		b.pending.Add(-1)
+	}
+}
+
 // send queues c. It blocks only while the queue is full.
 func (b *batcher) send(ctx context.Context, c *call) {
+	b.admit(c)
+	b.queue(ctx, c)
+}
+
+func (b *batcher) queue(ctx context.Context, c *call) {
 	if b.long(c) {
 		go b.runAlone(c)
 		return
@@ -166,6 +191,7 @@ var errQueueFull = errors.New("redlock: too many commands queued for this master
 // trySend queues c, or answers it with errQueueFull at once: a lock
 // operation must not wait on one slow master's queue.
 func (b *batcher) trySend(c *call) {
+	b.admit(c)
 	if b.long(c) {
 		go b.runAlone(c)
 		return
@@ -180,6 +206,7 @@ func (b *batcher) trySend(c *call) {
 // sendAsync queues c without blocking: from a worker's own callback, a
 // blocking send into a full queue would wait on itself.
 func (b *batcher) sendAsync(c *call) {
+	b.admit(c)
 	if b.long(c) {
 		go b.runAlone(c)
 		return
@@ -187,7 +214,7 @@ func (b *batcher) sendAsync(c *call) {
 	select {
 	case b.reqs <- c:
 	default:
-		go b.send(context.Background(), c)
+		go b.queue(context.Background(), c)
 	}
 }
 
@@ -264,6 +291,8 @@ type worker struct {
 	b       *batcher
 	conn    *mconn          // nil until the first batch, and after an I/O error
 	dialing chan dialResult // a new connection being opened, or nil
+	// dialUntil: when the dial of dialing gives up.
+	dialUntil time.Time
 	// alone: the worker runs one long command (runAlone), or has handed
 	// the shared pipeline to another worker and finishes its last batch.
 	alone bool
@@ -408,33 +437,55 @@ func (o *options) connectTimeout() time.Duration {
 	return max(o.nodeTimeout, time.Second)
 }
 
+// firstConnectTimeout bounds the first connection the client opens to a
+// master, and the wait of the commands queued for it: as a go-redis
+// client's first command waits for its dial, a new client's first
+// operations wait for their masters' connections, instead of failing at
+// the node timeout on a machine slow to open them. A master that once
+// answered and is reconnecting gets connectTimeout, and the operations
+// their node timeout.
+func (o *options) firstConnectTimeout() time.Duration {
+	return max(o.nodeTimeout, 5*time.Second)
+}
+
 // connect returns a new connection to the worker's master, or an error
 // when none is open by deadline. The dial and handshake run on by their own
 // timeout past that deadline, and the next batch takes the connection.
-func (w *worker) connect(deadline time.Time) (*mconn, error) {
+// Before the first connection to the master is open, deadline moves to the
+// end of the dial's own timeout: connect returns the deadline the batch
+// then has.
+func (w *worker) connect(deadline time.Time) (*mconn, time.Time, error) {
 	n := w.b.n
 	if n.opts.dialInline {
-		return n.dial(deadline)
+		m, err := n.dial(deadline)
+		return m, deadline, err
 	}
 	if w.dialing == nil {
 		ch := make(chan dialResult, 1)
-		until := time.Now().Add(n.opts.connectTimeout())
+		wait := n.opts.connectTimeout()
+		if !n.opened.Load() {
+			wait = n.opts.firstConnectTimeout()
+		}
+		until := time.Now().Add(wait)
 		go func() {
 			m, err := n.dial(until)
 			ch <- dialResult{m, err}
 		}()
-		w.dialing = ch
+		w.dialing, w.dialUntil = ch, until
+	}
+	if !n.opened.Load() && w.dialUntil.After(deadline) {
+		deadline = w.dialUntil
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case r := <-w.dialing:
 		w.dialing = nil
-		return r.m, r.err
+		return r.m, deadline, r.err
 	case <-t.C:
-		return nil, errConnecting
+		return nil, deadline, errConnecting
 	case <-w.b.stop:
-		return nil, errClosed
+		return nil, deadline, errClosed
 	}
 }
 

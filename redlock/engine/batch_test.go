@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,14 +154,15 @@ func TestFullQueueDoesNotHoldOperations(t *testing.T) {
 	}
 }
 
-// Probe opens each master's pipeline connection: the first lock operation
-// after it does not spend its node timeout on a dial and a handshake. Here
-// a dial takes 70 ms and the first reply on a connection 40 ms more, each
-// within the node timeout of 100 ms, but not together: without Probe the
-// first acquire reaches no master in time. The connection is opened on by
-// its own timeout, so that a later acquire finds it open; opened within the
-// operation's deadline instead (dial_inline), it never is.
-func TestProbeWarmsThePipelines(t *testing.T) {
+// A new client's first operation waits for its masters' first
+// connections, as a go-redis client's first command waits for its dial:
+// here a dial takes 70 ms and the first reply on a connection 40 ms more,
+// each within the node timeout of 100 ms but not together, and the first
+// acquire is granted all the same, with Probe before it or without.
+// Opening each connection within the operation's deadline instead
+// (dial_inline), neither the first acquire nor any later one reaches a
+// master in time.
+func TestFirstOperationWaitsForTheConnections(t *testing.T) {
 	ms := redistest.StartN(t, 3)
 	slowDial := slowDialer()
 	for _, tc := range []struct {
@@ -184,17 +186,19 @@ func TestProbeWarmsThePipelines(t *testing.T) {
 					t.Fatalf("Probe reached %d masters", n)
 				}
 			}
+			start := time.Now()
 			_, err = c.Acquire(ctx, "first:"+tc.name, "t", time.Minute)
-			if tc.probe {
+			took := time.Since(start)
+			if !tc.inline {
 				if err != nil {
-					t.Fatalf("first acquire after Probe: %v", err)
+					t.Fatalf("first acquire: %v", err)
 				}
+				t.Logf("first acquire granted after %v", took)
 				return
 			}
 			if err == nil {
-				t.Fatal("first acquire without Probe was granted: the test's dials are not slow enough to show anything")
+				t.Fatal("first acquire with the dial inside its deadline was granted: the test's dials are not slow enough to show anything")
 			}
-			// The dials go on; the connections they open are kept.
 			var granted int
 			for i := 0; i < 10; i++ {
 				time.Sleep(100 * time.Millisecond)
@@ -202,17 +206,81 @@ func TestProbeWarmsThePipelines(t *testing.T) {
 					granted++
 				}
 			}
-			switch {
-			case tc.inline && granted > 0:
+			if granted > 0 {
 				t.Fatalf("with each dial inside an operation's deadline, %d later acquires were granted: the test shows nothing", granted)
-			case tc.inline:
-				t.Logf("dialling within each operation's deadline: none of 10 later acquires granted (%v)", err)
-			case granted == 0:
-				t.Fatalf("none of 10 later acquires granted; the connections opened after the first should serve them (%v)", err)
-			default:
-				t.Logf("%d of 10 later acquires granted", granted)
 			}
+			t.Logf("dialling within each operation's deadline: neither the first nor any of 10 later acquires granted (%v)", err)
 		})
+	}
+}
+
+// A master that once answered and is reconnecting does not hold
+// operations past their node timeout: only a client's first connection to
+// a master is waited for. Master 2 takes 300 ms to connect to after its
+// restart, master 0 holds the key for another token: the acquire needs
+// master 2's vote, which cannot come within the node timeout of 100 ms,
+// and is refused (waiting for the connection, it would be granted after
+// 300 ms). The connection opened meanwhile, by its own timeout, serves a
+// later acquire.
+func TestReconnectKeepsTheNodeTimeout(t *testing.T) {
+	ms := redistest.StartN(t, 3)
+	var slow atomic.Bool
+	dial := WithRedisOptions(func(i int, o *redis.Options) {
+		if i != 2 {
+			return
+		}
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if slow.Load() {
+				time.Sleep(300 * time.Millisecond)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	})
+	c, err := New([]string{ms[0].Addr, ms[1].Addr, ms[2].Addr}, WithRestartGuard(0),
+		WithNodeTimeout(100*time.Millisecond), WithRetry(0, 0), WithMarkDown(0, 0), dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, "before", "t", time.Minute); err != nil {
+		t.Fatalf("acquire before the restart: %v", err)
+	}
+	r0 := ms[0].Client()
+	defer r0.Close()
+	if err := r0.Set(ctx, "during", "other", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slow.Store(true)
+	ms[2].Kill()
+	ms[2].Restart()
+	// This one finds the old connection closed; the next waits on the new.
+	_, _ = c.Acquire(ctx, "poke", "t", time.Minute)
+	start := time.Now()
+	l, err := c.Acquire(ctx, "during", "t", time.Minute)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatalf("acquire needing master 2's vote while it reconnects: granted by %d votes after %v; its connection was waited for past the node timeout", l.Votes, took)
+	}
+	t.Logf("acquire needing master 2's vote while it reconnects: refused after %v (%v)", took, err)
+	// The connection opened meanwhile carries a later acquire to master 2.
+	rc := ms[2].Client()
+	defer rc.Close()
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("no acquire reached master 2 in 2 s after its restart")
+		}
+		time.Sleep(100 * time.Millisecond)
+		k := fmt.Sprintf("after%d", i)
+		if _, err := c.Acquire(ctx, k, "t", time.Minute); err != nil {
+			continue
+		}
+		c.WaitWrites(ctx, k)
+		if v, _ := rc.Get(ctx, k).Result(); v == "t" {
+			t.Logf("acquire %d after the restart reached master 2", i)
+			return
+		}
 	}
 }
 

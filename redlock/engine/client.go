@@ -49,6 +49,7 @@ type options struct {
 	noWriteBack  bool           // tests only: answer a fenced grant without writing its number back, unsafe
 	undoByToken  bool           // tests only: undo a refused fenced attempt by token, not by attempt, unsafe
 	noUndoRetry  bool           // tests only: leave what a failed rollback should have undone until it expires
+	noCloseDrain bool           // tests only: Close closes the connections at once, commands in flight or not
 	dialInline   bool           // tests only: open a pipeline's connection within its batch's deadline, and drop it when late; probe within the node timeout
 	maxValue     int            // WithMaxValue: the longest string of a reply kept; 0: maxBulk
 	waitReplicas int            // WithWaitReplicas
@@ -342,8 +343,18 @@ func (c *Client) Quorum() int { return c.quorum }
 func (c *Client) Masters() int { return len(c.nodes) }
 
 // Close closes every master connection.
+//
+// Commands already queued or in flight, the rollbacks of an acquire that
+// was not granted among them, are let finish first: each is answered by
+// its deadline, and Close waits for them at most the node timeout past
+// the longest a first connection may take to open (the larger of 5 s and
+// the node timeout). Retries of a rollback that failed are not started
+// after Close; the key expires on its own then.
 func (c *Client) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.stopped })
+	if !c.opts.noCloseDrain {
+		c.drain(time.Now().Add(c.opts.firstConnectTimeout() + c.opts.nodeTimeout))
+	}
 	var errs []error
 	for _, n := range c.nodes {
 		if n.cluster != nil {
@@ -355,6 +366,27 @@ func (c *Client) Close() error {
 		errs = append(errs, n.rdb.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// drain waits until no command is queued for or in flight to any master,
+// or until.
+func (c *Client) drain(until time.Time) {
+	for time.Now().Before(until) {
+		pending := int64(0)
+		for _, n := range c.nodes {
+			if n.cluster == nil {
+				pending += n.batch.pending.Load()
+				continue
+			}
+			for _, sn := range n.cluster.members() {
+				pending += sn.batch.pending.Load()
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // MasterStatus describes one master as the client last saw it.
@@ -424,9 +456,10 @@ func (c *Client) Status() []MasterStatus {
 // (to one of them, with WithPipelines above 1), opening its connection
 // (and so checking its run_id) where none is open, and returns how many
 // answered. The connection is then dialled and its handshake done before
-// the first lock operation, which would otherwise fail at its node timeout
-// while they run. The PINGs may take until ctx's deadline (the node
-// timeout without one).
+// the first lock operation, which would otherwise wait for them (the
+// first connection to a master, firstConnectTimeout) or fail at its node
+// timeout while they run (a master that once answered). The PINGs may
+// take until ctx's deadline (the node timeout without one).
 func (c *Client) Probe(ctx context.Context) int {
 	deadline, ok := ctx.Deadline()
 	if !ok {

@@ -165,6 +165,7 @@ func (n *node) dial(deadline time.Time) (*mconn, error) {
 		nc.Close()
 		return nil, err
 	}
+	n.opened.Store(true)
 	return m, nil
 }
 
@@ -318,7 +319,8 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		w.conn = nil
 	}
 	if w.conn == nil {
-		m, err := w.connect(deadline)
+		m, d, err := w.connect(deadline)
+		deadline = d
 		if err != nil {
 			for _, c := range calls {
 				c.res.SetErr(err)

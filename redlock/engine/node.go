@@ -20,6 +20,9 @@ type node struct {
 	rdb   *redis.Client  // for probes; lock commands go through batch
 	batch *batcher
 	opts  *options
+	// opened: a connection of the batcher's was opened once; until then
+	// commands wait for the first one (firstConnectTimeout).
+	opened atomic.Bool
 
 	mu         sync.Mutex
 	runID      string

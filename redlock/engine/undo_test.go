@@ -187,3 +187,70 @@ func TestRollbackLogLinesLimited(t *testing.T) {
 		t.Fatalf("a second later: %q", lines[2:])
 	}
 }
+
+// Close lets the rollback of an acquire that was not granted land: the
+// acquire is refused by masters 0 and 1 (the key is another's there)
+// before master 2, 200 ms away, has answered; its vote, and the rollback
+// that vote calls for, come after the acquire returned, and Close right
+// after it waits for them. Closing at once (no_drain_shows_the_key_left),
+// master 2 holds the key for the refused token when Close returns, as it
+// would until the key expires in a process that exits then.
+func TestCloseLetsRollbacksLand(t *testing.T) {
+	for _, drain := range []bool{true, false} {
+		name := "drained"
+		if !drain {
+			name = "no_drain_shows_the_key_left"
+		}
+		t.Run(name, func(t *testing.T) {
+			ms := redistest.StartN(t, 3)
+			relay := redistest.NewRelay(t, ms[2].Addr)
+			c, err := New([]string{ms[0].Addr, ms[1].Addr, relay.Addr()},
+				WithNodeTimeout(time.Second), WithRetry(0, 0), WithRestartGuard(0), WithMarkDown(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.opts.noCloseDrain = !drain
+			ctx := context.Background()
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if n := c.Probe(pctx); n != 3 {
+				t.Fatalf("Probe reached %d masters", n)
+			}
+			for _, m := range ms[:2] {
+				mc := m.Client()
+				if err := mc.Set(ctx, "k", "other", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				mc.Close()
+			}
+			relay.Delay.Store(int64(200 * time.Millisecond))
+			l, err := c.Acquire(ctx, "k", "tok", time.Minute)
+			if l != nil || !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("acquire of a key two masters hold for another: %v, %v; want refused", l, err)
+			}
+			start := time.Now()
+			c.Close()
+			closed := time.Since(start)
+			m2 := ms[2].Client()
+			defer m2.Close()
+			get := func() string { v, _ := m2.Get(ctx, "k").Result(); return v }
+			if drain {
+				if v := get(); v != "" {
+					t.Fatalf("after Close (%v), master 2 holds the key for %q: the refused acquire's part was left behind", closed, v)
+				}
+				t.Logf("Close waited %v; master 2 holds no key", closed)
+				return
+			}
+			var v string
+			for i := 0; i < 40 && v == ""; i++ {
+				if v = get(); v == "" {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if v != "tok" {
+				t.Fatalf("closing at once, master 2 never held the refused token (%q): the test shows nothing", v)
+			}
+			t.Logf("closing at once (%v), master 2 holds the key for the refused token", closed)
+		})
+	}
+}
