@@ -222,7 +222,7 @@ func (s *Server) forwardShared(c redcon.Conn, r *backend.MuxReq, batch []redcon.
 	if err != nil {
 		s.log.Warn().Err(err).Msg("passthrough command failed")
 		for range batch[got:] {
-			c.WriteError("ERR redlock-proxy: passthrough backend failed")
+			c.WriteError(errBackendFailed)
 		}
 	}
 }
@@ -244,12 +244,10 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 	})
 	if err != nil {
 		bc.Close()
-		if !pooled {
-			st.lostPinned()
-		}
 		s.log.Warn().Err(err).Msg("passthrough command failed")
+		msg := st.lostBackend(pooled)
 		for range batch[done:] {
-			c.WriteError(errPinnedLost)
+			c.WriteError(msg)
 		}
 		return
 	}
@@ -261,6 +259,20 @@ func (s *Server) forwardMany(c redcon.Conn, st *client, batch []redcon.Command) 
 // errPinnedLost answers the commands of a client whose own backend
 // connection failed.
 const errPinnedLost = "ERR redlock-proxy: passthrough backend failed; WATCH was reset, and an open MULTI is aborted at EXEC"
+
+// errBackendFailed answers a command whose pooled or shared backend
+// connection failed: the client had no WATCH or MULTI on it to lose.
+const errBackendFailed = "ERR redlock-proxy: passthrough backend failed"
+
+// lostBackend is the error for a command whose backend connection failed
+// (pooled: one of the pool's; else the client's own, which is dropped).
+func (st *client) lostBackend(pooled bool) string {
+	if pooled {
+		return errBackendFailed
+	}
+	st.lostPinned()
+	return errPinnedLost
+}
 
 // lostPinned drops the client's own backend connection, which failed: its
 // WATCH is gone, and a transaction open on it is aborted (the commands the
@@ -415,11 +427,8 @@ func (s *Server) forward(c redcon.Conn, st *client, args [][]byte, pin bool) {
 	reply, err := bc.Do(args, timeout)
 	if err != nil {
 		bc.Close()
-		if !pooled {
-			st.lostPinned()
-		}
 		s.log.Warn().Err(err).Msg("passthrough command failed")
-		c.WriteError(errPinnedLost)
+		c.WriteError(st.lostBackend(pooled))
 		return
 	}
 	c.WriteRaw(reply)

@@ -393,3 +393,51 @@ func TestTransactionAbortedWithItsConnection(t *testing.T) {
 		t.Fatalf("a command of an aborted transaction ran: tx exists")
 	}
 }
+
+// A command whose pooled backend connection fails (the backend closed it:
+// a restart, CLIENT KILL) is answered with the bare error: the client had
+// no WATCH or open MULTI on that connection, and the WATCH/MULTI wording of
+// a failed pinned connection would mislead it. Once the pool's closed
+// connections are spent, commands run on new ones.
+func TestPooledConnectionFailureWording(t *testing.T) {
+	// A voting backend: EXPIRE of a data key goes through the pool.
+	e := newEnv(t, 3, func(c *proxy.Config) { c.Proxy.LockKeys = []string{"lock:*"} })
+	ctx := context.Background()
+	p := dialRESP(t, e.addr)
+	defer p.close()
+	mc := e.masters[0].Client()
+	defer mc.Close()
+	mustEqual(t, "SET", p.do(t, "SET", "data:k", "v"), "+OK\r\n")
+	for try := 1; ; try++ {
+		mustEqual(t, "PERSIST", p.do(t, "PERSIST", "data:k"), ":0\r\n")
+		if err := mc.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := p.do(t, "EXPIRE", "data:k", "100")
+		if got == ":1\r\n" {
+			// The pool found the connection closed before handing it out
+			// (it checks one idle for a second): nothing to see; again.
+			if try == 5 {
+				t.Fatal("5 tries: the pool never handed out the closed connection")
+			}
+			mustEqual(t, "PERSIST after EXPIRE", p.do(t, "PERSIST", "data:k"), ":1\r\n")
+			continue
+		}
+		mustEqual(t, "EXPIRE on the closed pooled connection", got, "-"+errBackendFailedText+"\r\n")
+		break
+	}
+	// Each connection of the pool the kill closed answers one command so;
+	// then the pool dials anew.
+	for i := 0; ; i++ {
+		got := p.do(t, "EXPIRE", "data:k", "100")
+		if got == ":1\r\n" {
+			break
+		}
+		mustEqual(t, "EXPIRE again, on another closed pooled connection", got, "-"+errBackendFailedText+"\r\n")
+		if i == 300 {
+			t.Fatal("300 EXPIREs after the kill all failed")
+		}
+	}
+}
+
+const errBackendFailedText = "ERR redlock-proxy: passthrough backend failed"
