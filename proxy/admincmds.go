@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/tidwall/redcon"
 )
 
@@ -37,9 +38,9 @@ func cmdAdmin(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.backendVotes() || s.off(guardAdmin) {
 		return toBackend
 	}
-	what := strings.ToUpper(echo(args[0]))
+	what := strings.ToUpper(quorum.Echo(args[0]))
 	if len(args) > 1 && subs != nil {
-		what += " " + strings.ToUpper(echo(args[1]))
+		what += " " + strings.ToUpper(quorum.Echo(args[1]))
 	}
 	c.WriteError("ERR redlock-proxy: '" + what + "' would erase or reconfigure a voting master (the passthrough backend is one of redlock.masters); run it on the master itself if you mean it, or give the proxy a backend of its own (proxy.backend)")
 	return replied

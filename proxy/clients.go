@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -296,7 +297,7 @@ func (s *Server) clientList(c redcon.Conn, st *client, args [][]byte) {
 	switch {
 	case len(args) == 4 && strings.EqualFold(string(args[2]), "type"):
 		if typ = clientTypeOf(args[3]); typ == "" {
-			c.WriteError("ERR Unknown client type '" + echo(args[3]) + "'")
+			c.WriteError("ERR Unknown client type '" + quorum.Echo(args[3]) + "'")
 			return
 		}
 	case len(args) > 3 && strings.EqualFold(string(args[2]), "id"):
@@ -361,7 +362,7 @@ func (s *Server) clientKill(c redcon.Conn, st *client, args [][]byte) {
 				id = n
 			case "type":
 				if typ = clientTypeOf(v); typ == "" {
-					c.WriteError("ERR Unknown client type '" + echo(v) + "'")
+					c.WriteError("ERR Unknown client type '" + quorum.Echo(v) + "'")
 					return
 				}
 			case "addr":
@@ -370,7 +371,7 @@ func (s *Server) clientKill(c redcon.Conn, st *client, args [][]byte) {
 				laddr = string(v)
 			case "user":
 				if user = string(v); !slices.Contains(users, user) {
-					c.WriteError("ERR No such user '" + echo(v) + "'")
+					c.WriteError("ERR No such user '" + quorum.Echo(v) + "'")
 					return
 				}
 			case "skipme":

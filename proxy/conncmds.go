@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -167,7 +168,7 @@ func cmdHello(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				}
 				st.name = string(args[i])
 			default:
-				c.WriteError("ERR Syntax error in HELLO option '" + echo(args[i]) + "'")
+				c.WriteError("ERR Syntax error in HELLO option '" + quorum.Echo(args[i]) + "'")
 				return replied
 			}
 		}
@@ -251,7 +252,7 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		case "lib-ver":
 			st.libVer = string(args[3])
 		default:
-			c.WriteError("ERR Unrecognized option '" + echo(args[2]) + "'")
+			c.WriteError("ERR Unrecognized option '" + quorum.Echo(args[2]) + "'")
 			return replied
 		}
 		c.WriteString("OK")
@@ -269,20 +270,12 @@ func cmdClient(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	case (sub == "no-evict" || sub == "no-touch") && len(args) == 3:
 		c.WriteString("OK")
 	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo":
-		c.WriteError("ERR wrong number of arguments for 'client|" + echo([]byte(sub)) + "' command")
+		c.WriteError("ERR wrong number of arguments for 'client|" + quorum.Echo([]byte(sub)) + "' command")
 	default:
-		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(echo([]byte(sub))) + " is not supported through the proxy")
+		c.WriteError("ERR redlock-proxy: CLIENT " + strings.ToUpper(quorum.Echo([]byte(sub))) + " is not supported through the proxy")
 	}
 	return replied
 }
 
-// parseInt parses a Redis integer argument strictly (no spaces, no '+').
-func parseInt(b []byte) (int64, error) {
-	if len(b) == 0 || b[0] == '+' || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') {
-		if len(b) == 1 && b[0] == '0' {
-			return 0, nil
-		}
-		return 0, strconv.ErrSyntax
-	}
-	return strconv.ParseInt(string(b), 10, 64)
-}
+// parseInt parses a Redis integer argument strictly (quorum.ParseInt).
+func parseInt(b []byte) (int64, error) { return quorum.ParseInt(b) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -306,7 +307,7 @@ func (s *Server) multiRefusal(st *client, name string, args [][]byte) string {
 	case s.touchesLockKey(name, args):
 		return errLockInMulti
 	case name == "acl" && len(args) > 1 && aclAnswered(args[1]):
-		return "ERR redlock-proxy: ACL " + strings.ToUpper(echo(args[1])) + " cannot be queued in MULTI through the proxy (the proxy answers it, for its own users); the transaction will be aborted"
+		return "ERR redlock-proxy: ACL " + strings.ToUpper(quorum.Echo(args[1])) + " cannot be queued in MULTI through the proxy (the proxy answers it, for its own users); the transaction will be aborted"
 	}
 	return ""
 }
@@ -393,7 +394,7 @@ func lowerSlow(b []byte) string {
 }
 
 func wrongArgs(c redcon.Conn, name string) {
-	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(echo([]byte(name))) + "' command")
+	c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(quorum.Echo([]byte(name))) + "' command")
 }
 
 // forward passes a command through to the backend: on the client's pinned

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/redcon"
@@ -187,11 +188,11 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("lookup(%q) = %v, want %v", args[0], e, want)
 		}
 		_ = s.touchesLockKey(n, args)
-		o, msg := parseSet(args)
+		o, msg := quorum.ParseSet(args)
 		if msg == "" && len(args) < 3 {
 			t.Fatalf("parseSet accepted %q", args)
 		}
-		if msg == "" && o.expire != "" && o.n <= 0 {
+		if msg == "" && o.Expire != "" && o.N <= 0 {
 			t.Fatalf("parseSet accepted a non-positive expiry in %q", args)
 		}
 		for _, a := range args {

@@ -32,12 +32,15 @@
 //     admincmds.go (commands refused on a voting backend).
 //   - Lock operations pipelined on one connection: pipeline.go (started when
 //     read, replies in request order, same-key order).
-//   - Lock commands on the quorum: quorumcmds.go (SET NX and its forms, GET,
-//     PTTL, EXISTS, DEL, EXPIRE… of lock keys), broadcast.go (a command
-//     sent to every master, the answer a quorum gave), setoptions.go
-//     (parsing SET), deadlinectx.go (their contexts, opContext), payload.go (the
-//     bound on what a lock operation carries), errors.go (Go errors to
-//     RESP replies).
+//   - Lock commands on the quorum: package quorum (parsing SET's and
+//     GETEX's options, the quorum's reads of a lock key and their replies,
+//     a command sent to every master and the answer a quorum gave, an
+//     operation's context, Go errors to RESP replies; it never sees a
+//     client's session or the backend), called by quorumcmds.go (SET NX
+//     and its forms, GET, PTTL, EXISTS, DEL, EXPIRE… of lock keys: the
+//     client's engine, leases and mixed mode's mirrors; Server.op, what a
+//     command hands package quorum), payload.go (the bound on what a lock
+//     operation carries).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
 //     digests, the script cache, the libraries' scripts and [[scripts]],
 //     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),
@@ -68,6 +71,7 @@
 //     an admin.Source; server.go serves its handler.
 //
 // Imports go one way: proxy imports proxy/admin, proxy/backend,
-// proxy/lockscripts and proxy/wire, none of which imports proxy; of them
-// only proxy/backend imports another (proxy/wire).
+// proxy/lockscripts, proxy/quorum and proxy/wire, none of which imports
+// proxy; of them only proxy/backend imports another (proxy/wire; the
+// tests of proxy/quorum use it too).
 package proxy

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -179,10 +180,10 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 	default:
 		w, err := s.eng(st).NoteTTL(string(keys[0]), time.Millisecond)
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return
 		}
-		if _, ok := s.majority(st, c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
+		if _, ok := s.op(st).Majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
 			c.WriteInt(1)
 		}
 	}
@@ -246,7 +247,7 @@ func (s *Server) extendIfLeft(st *client, ctx context.Context, c redcon.Conn, sp
 	k, err := s.eng(st).Read(ctx, key)
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return
 	case !k.Exists:
 		reply(-1, -2)
@@ -267,7 +268,7 @@ func (s *Server) extendIfLeft(st *client, ctx context.Context, c redcon.Conn, sp
 	s.m.Extend(extended, err, time.Since(start))
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case extended:
 		reply(1, left)
 	default:
@@ -332,7 +333,7 @@ func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, s
 	}
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case r.Released(q):
 		if released != nil {
 			released()
@@ -483,7 +484,7 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 		writeOutcome(c, spec, len(keys), true, "")
 	case !errors.Is(err, engine.ErrNotAcquired):
 		unmirror()
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case reclaims && (r.Prev == nil || h.Holds(*r.Prev)):
 		// Each master decides as the script does; the quorum, as an
 		// extend.
@@ -497,7 +498,7 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 		}
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case renewed && (len(keys) == 1 || spec.MultiOutcome):
 			writeSpec(c, spec.Reclaimed)
 		default:
@@ -521,7 +522,7 @@ func (s *Server) scriptExtendAll(st *client, ctx context.Context, c redcon.Conn,
 	s.m.Extend(extended, err, time.Since(start))
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case !extended && r.Absent >= s.eng(st).Quorum():
 		writeOutcome(c, spec, len(keys), false, spec.Absent)
 	default:
@@ -547,7 +548,7 @@ func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client
 			}
 		}
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return
 		}
 		c.WriteInt(n)
@@ -563,7 +564,7 @@ func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client
 	}
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case r.Released(q):
 		writeSpec(c, spec.OK)
 	case r.Absent >= q:
@@ -607,7 +608,7 @@ func (s *Server) ownerTTLAll(st *client, ctx context.Context, c redcon.Conn, spe
 	case notHeld > 0:
 		writeSpec(c, spec.NotOwned)
 	case rerr != nil:
-		writeErr(c, rerr)
+		quorum.WriteErr(c, rerr)
 	case least < 0 && spec.Positive:
 		c.WriteInt(0)
 	default:
@@ -661,7 +662,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		}
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case extended:
 			writeSpec(c, spec.OK)
 		case r.NoTTL > 0 && spec.NoTTL != "":
@@ -679,7 +680,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		k, err := s.eng(st).Read(ctx, key)
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case !k.Exists:
 			c.WriteNull()
 		default:
@@ -691,7 +692,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		k, err := s.eng(st).Read(ctx, key)
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case !k.Exists:
 			writeSpec(c, spec.Absent)
 		case k.Value != token:
@@ -720,7 +721,7 @@ func (s *Server) ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (t
 	ttl, ok := ttlArgOf(c, spec, argv)
 	if ok {
 		if err := s.rl.CheckTTL(ttl); err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return 0, false
 		}
 	}
@@ -810,7 +811,7 @@ func writeSpec(c redcon.Conn, reply string) {
 func answerSpec(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 	case ok:
 		writeSpec(c, spec.OK)
 	default:

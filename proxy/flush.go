@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 )
@@ -49,7 +50,7 @@ func (s *Server) flushWithLocks(c redcon.Conn, st *client, args [][]byte, all bo
 		ended += s.endMirrored(f.view, f.locks)
 	}
 	if ended > 0 {
-		s.log.Info().Int("locks", ended).Str("command", echo(args[0])).Msg("a flush of the backend ended the locks whose mirrors it erased")
+		s.log.Info().Int("locks", ended).Str("command", quorum.Echo(args[0])).Msg("a flush of the backend ended the locks whose mirrors it erased")
 	}
 }
 

@@ -142,7 +142,7 @@ func (s *Server) quorumOnlyLocks(st *client, pattern, typ string) []string {
 		if v, err := s.backendValue(st, [][]byte{[]byte("EXISTS"), []byte(k)}); err != nil || v != int64(0) {
 			continue // the backend's own listing has it
 		}
-		ks, t, err := s.readAnyType(st, []byte(k))
+		ks, t, err := s.op(st).ReadAnyType([]byte(k))
 		if err != nil || !ks.Exists || typ != "" && t != typ {
 			continue
 		}

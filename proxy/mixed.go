@@ -276,7 +276,7 @@ func (s *Server) endLocks(st *client, ends []queuedEnd, reply []byte) {
 // its key from being acquired for that long, as the lock would have.
 func (s *Server) deleteLocks(st *client, keys []string) {
 	for _, k := range keys {
-		if _, err := s.broadcastCount(st, nil, []byte("del"), []byte(k)); err != nil {
+		if _, err := s.op(st).Count(nil, []byte("del"), []byte(k)); err != nil {
 			s.log.Debug().Err(err).Str("key", k).Msg("a lock deleted in a transaction was not deleted on the quorum")
 		}
 		st.releasedLease(k, "")

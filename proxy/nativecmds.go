@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -95,7 +96,7 @@ func (s *Server) nativeKey(c redcon.Conn, key []byte) bool {
 	case isReserved(key):
 		c.WriteError(errReserved)
 	case !s.isLockKey(key):
-		c.WriteError("ERR redlock-proxy: '" + echo(key) + "' is not a lock key (proxy.lock_keys)")
+		c.WriteError("ERR redlock-proxy: '" + quorum.Echo(key) + "' is not a lock key (proxy.lock_keys)")
 	default:
 		return true
 	}
@@ -346,7 +347,7 @@ func ms(d time.Duration) int64 {
 
 // nativeErr answers an error of a native command: the masters' own error
 // when every master that failed answered with one (a key of another type,
-// a fencing counter that is not a number), else as writeErr does.
+// a fencing counter that is not a number), else as quorum.WriteErr does.
 func nativeErr(c redcon.Conn, err error) {
 	var qe *engine.QuorumError
 	if errors.As(err, &qe) && len(qe.Nodes) > 0 {
@@ -366,7 +367,7 @@ func nativeErr(c redcon.Conn, err error) {
 			return
 		}
 	}
-	writeErr(c, err)
+	quorum.WriteErr(c, err)
 }
 
 func writeOptString(c redcon.Conn, s *string) {

@@ -45,22 +45,3 @@ func (s *Server) oversized(c redcon.Conn, parts ...[][]byte) bool {
 	c.WriteError(fmt.Sprintf("ERR redlock-proxy: lock operation of %d bytes (keys and arguments) exceeds proxy.max_lock_value (%d bytes)", n, s.cfg.Proxy.MaxLockValue))
 	return true
 }
-
-// oversizedKey is oversized for a command that names several keys, each a
-// quorum operation of its own (DEL, UNLINK, EXISTS): every lock key among
-// them is checked before any is sent.
-func (s *Server) oversizedKey(c redcon.Conn, keys [][]byte) bool {
-	for _, k := range keys {
-		if s.isLockKey(k) && s.oversized(c, [][]byte{k}) {
-			return true
-		}
-	}
-	return false
-}
-
-// tooLargeReply is the error for a value of n bytes on a lock key, more
-// than proxy.max_lock_value (max), that a quorum operation would bring
-// back.
-func tooLargeReply(n, max int) string {
-	return fmt.Sprintf("ERR redlock-proxy: the value of this lock key is %d bytes, more than proxy.max_lock_value (%d bytes); it is not read or changed through the quorum", n, max)
-}

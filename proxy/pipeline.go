@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/tidwall/redcon"
 
@@ -52,7 +53,7 @@ func (s *Server) groupable(st *client, args [][]byte) ([][]byte, bool) {
 	keys := args[1:2]
 	switch e.name {
 	case "set":
-		if _, msg := parseSet(args); msg != "" {
+		if _, msg := quorum.ParseSet(args); msg != "" {
 			return nil, false
 		}
 	case "setnx", "get", "pttl", "ttl", "getdel", "getex", "pexpire", "expire", "pexpireat", "expireat",

@@ -1,52 +1,75 @@
 package proxy
 
 import (
+	"context"
 	"errors"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
+// op is st's call on the quorum (package quorum): the engine of its
+// database, the bound of one operation (opTimeout) and
+// proxy.max_lock_value.
+func (s *Server) op(st *client) quorum.Op {
+	return quorum.Op{Eng: s.eng(st), Timeout: s.opTimeout(), MaxValue: int(s.cfg.Proxy.MaxLockValue)}
+}
+
+// opTimeout bounds one quorum operation: every master has the node
+// timeout, retries add their delays; this is a backstop against a hang.
+// It reads only fields no reload changes: a copy of the whole section
+// would read the credentials a Reload writes meanwhile.
+func (s *Server) opTimeout() time.Duration {
+	r := &s.cfg.Redlock
+	return r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
+}
+
+// opContext is the context of one quorum operation (quorum.Context),
+// ending after opTimeout.
+func (s *Server) opContext() (context.Context, context.CancelFunc) {
+	return quorum.Context(s.opTimeout())
+}
+
 func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	o, msg := parseSet(args)
+	o, msg := quorum.ParseSet(args)
 	if msg != "" {
 		c.WriteError(msg)
 		return replied
 	}
-	if !o.nx && s.mixed() {
+	if !o.NX && s.mixed() {
 		return toBackend // data (mixed.go)
 	}
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	if s.mixed() && !s.mirrorTaken(st, c, args, o.get, "") {
+	if s.mixed() && !s.mirrorTaken(st, c, args, o.Get, "") {
 		return replied // the key holds data, or the backend failed
 	}
-	if !o.nx {
-		w, err := s.eng(st).NoteTTL(string(args[1]), o.ttl(time.Now()))
+	if !o.NX {
+		w, err := s.eng(st).NoteTTL(string(args[1]), o.TTL(time.Now()))
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 		// Set unless refused: XX on an absent key answers nil; a value too
 		// long to answer (SET … GET) changes nothing.
-		s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool {
-			return r.Err == nil && !isLarge(r.Val) || r.Err == redis.Nil && !o.xx
-		}, o.get)
+		s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool {
+			return r.Err == nil && !quorum.IsLarge(r.Val) || r.Err == redis.Nil && !o.XX
+		}, o.Get)
 		return replied
 	}
-	ttl := o.ttl(time.Now())
-	if o.expire != "" && ttl <= 0 {
-		s.setNXPast(st, c, args[1], o.get)
+	ttl := o.TTL(time.Now())
+	if o.Expire != "" && ttl <= 0 {
+		s.setNXPast(st, c, args[1], o.Get)
 		return replied
 	}
-	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.get, func(ok bool) {
+	s.acquire(st, c, string(args[1]), string(args[2]), ttl, o.Get, func(ok bool) {
 		if ok {
 			c.WriteString("OK")
 		} else {
@@ -64,27 +87,9 @@ func cmdSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // absent is read from the quorum, as GET reads it, and NOQUORUM answers
 // where that cannot be known.
 func (s *Server) setNXPast(st *client, c redcon.Conn, key []byte, get bool) {
-	k, typ, err := s.readAnyType(st, key)
-	switch {
-	case err != nil:
-		s.m.Acquire(err, 0)
-		writeErr(c, err)
-	case !k.Exists:
-		s.m.Acquire(engine.ErrValiditySpent, 0)
-		if get {
-			c.WriteNull()
-		} else {
-			c.WriteString("OK")
-		}
-	case get && typ != "string":
-		c.WriteError(wrongType)
-	default:
-		s.m.Acquire(engine.ErrNotAcquired, 0)
-		if get {
-			c.WriteBulkString(k.Value)
-		} else {
-			c.WriteNull()
-		}
+	k, typ, err := s.op(st).ReadAnyType(key)
+	if outcome, counted := quorum.WriteSetNXPast(c, k, typ, err, get); counted {
+		s.m.Acquire(outcome, 0)
 	}
 }
 
@@ -113,22 +118,7 @@ func (s *Server) acquire(st *client, c redcon.Conn, key, value string, ttl time.
 	if err != nil && s.mixed() {
 		s.mirrorRelease(st, key, value) // taken first (mirrorTaken)
 	}
-	switch {
-	case err != nil && !errors.Is(err, engine.ErrNotAcquired):
-		writeErr(c, err)
-	case !get:
-		reply(err == nil)
-	case err == nil:
-		c.WriteNull() // NX GET: the key was absent and is now set
-	case r.PrevTooLarge != nil:
-		c.WriteError(tooLargeReply(r.PrevTooLarge.Len, int(s.cfg.Proxy.MaxLockValue)))
-	case r.Prev != nil:
-		c.WriteBulkString(*r.Prev)
-	default:
-		// Not granted, yet no value holds a quorum: a single Redis would
-		// never be in this state, and nil would claim the key was set.
-		c.WriteError("TRYAGAIN redlock-proxy: no value holds a quorum of masters; lock not acquired")
-	}
+	quorum.WriteAcquired(c, r, err, get, int(s.cfg.Proxy.MaxLockValue), reply)
 }
 
 // acquireRaw runs a quorum acquire and counts its outcome.
@@ -157,25 +147,8 @@ func (s *Server) quorumGet(st *client, c redcon.Conn, args [][]byte) {
 	if s.oversized(c, args[1:]) {
 		return
 	}
-	k, typ, err := s.readAnyType(st, args[1])
-	switch {
-	case err != nil && s.mixed():
-		c.WriteNull() // the data's answer stands: masters down do not fail a read
-	case err != nil:
-		writeErr(c, err)
-	case typ != "string" && k.Exists:
-		c.WriteError(wrongType)
-	case k.Exists:
-		c.WriteBulkString(k.Value)
-	default:
-		c.WriteNull()
-	}
-}
-
-func (s *Server) read(st *client, key []byte) (engine.KeyState, error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	return s.eng(st).Read(ctx, string(key))
+	k, typ, err := s.op(st).ReadAnyType(args[1])
+	quorum.WriteGet(c, k, typ, err, s.mixed())
 }
 
 func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
@@ -186,34 +159,19 @@ func cmdPTTL(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	k, _, err := s.readAnyType(st, args[1])
-	switch {
-	case err != nil && s.mixed():
-		c.WriteInt(-2) // the data's answer stands: masters down do not fail a read
-	case err != nil:
-		writeErr(c, err)
-	case k.PTTL < 0:
-		c.WriteInt64(int64(k.PTTL))
-	case name == "ttl":
-		c.WriteInt64((k.PTTL.Milliseconds() + 500) / 1000) // rounded as Redis rounds
-	default:
-		c.WriteInt64(k.PTTL.Milliseconds())
-	}
+	k, _, err := s.op(st).ReadAnyType(args[1])
+	quorum.WritePTTL(c, k, err, name == "ttl", s.mixed())
 	return replied
 }
 
 // cmdExists counts the keys whose value is held by a quorum.
 func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	if s.oversizedKey(c, args[1:]) {
+	locks, rest, ok := s.splitLockKeys(c, args[1:])
+	if !ok {
 		return replied
 	}
 	n := int64(0)
-	var rest [][]byte
-	for _, key := range args[1:] {
-		if !s.isLockKey(key) {
-			rest = append(rest, key)
-			continue
-		}
+	for _, key := range locks {
 		if s.mixed() {
 			v, err := s.backendCall(st, "exists", string(key))
 			if err != nil {
@@ -225,15 +183,13 @@ func cmdExists(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				continue
 			}
 		}
-		k, _, err := s.readAnyType(st, key)
-		if err != nil && s.mixed() {
-			continue // the data's answer stands: masters down do not fail a read
-		}
+		k, _, err := s.op(st).ReadAnyType(key)
+		held, err := quorum.Exists(k, err, s.mixed())
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
-		if k.Exists {
+		if held {
 			n++
 		}
 	}
@@ -263,19 +219,36 @@ func (s *Server) addPassthroughCount(c redcon.Conn, st *client, cmd []byte, rest
 	c.WriteInt64(n)
 }
 
+// splitLockKeys splits the keys of a command that names several (EXISTS,
+// DEL, UNLINK) into the lock keys, each a quorum operation of its own, and
+// the rest, which pass through. It answers the refusal and reports false
+// when a lock key among them exceeds proxy.max_lock_value: every one is
+// checked before any is sent.
+func (s *Server) splitLockKeys(c redcon.Conn, keys [][]byte) (locks, rest [][]byte, ok bool) {
+	for _, key := range keys {
+		if s.isLockKey(key) {
+			locks = append(locks, key)
+		} else {
+			rest = append(rest, key)
+		}
+	}
+	for i := range locks {
+		if s.oversized(c, locks[i:i+1]) {
+			return nil, nil, false
+		}
+	}
+	return locks, rest, true
+}
+
 // cmdDel deletes each lock key on every master and counts it as deleted
 // when a quorum deleted it.
 func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
-	if s.oversizedKey(c, args[1:]) {
+	locks, rest, ok := s.splitLockKeys(c, args[1:])
+	if !ok {
 		return replied
 	}
 	n := int64(0)
-	var rest [][]byte
-	for _, key := range args[1:] {
-		if !s.isLockKey(key) {
-			rest = append(rest, key)
-			continue
-		}
+	for _, key := range locks {
 		onBackend := false
 		if s.mixed() {
 			v, err := s.backendCall(st, string(args[0]), string(key))
@@ -291,30 +264,16 @@ func cmdDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 				continue
 			}
 		}
-		ok, ones, err := s.broadcastOnes(st, nil, args[0], key)
+		ok, ones, err := s.op(st).Ones(nil, args[0], key)
 		if ok || err != nil {
 			st.releasedLease(string(key), "") // it may be gone: the client removed it
 		}
-		switch {
-		case s.mixed() && err != nil && ones > 0:
-			// A lock on the masters that answered, not ended on a
-			// quorum: "deleted" would tell the client the key is free.
-			writeErr(c, err)
+		deleted, err := quorum.Deleted(ok, ones, err, s.mixed(), onBackend)
+		if err != nil {
+			quorum.WriteErr(c, err)
 			return replied
-		case s.mixed():
-			// The backend's count; the lock, if a quorum holds one, goes
-			// too. A lock without a mirror on the backend (a semaphore,
-			// LOCK.*) counts where the quorum deleted it. Where no master
-			// that answered held the key (data never reaches a master),
-			// a quorum that cannot be reached leaves the data's answer
-			// standing.
-			if onBackend || ok {
-				n++
-			}
-		case err != nil:
-			writeErr(c, err)
-			return replied
-		case ok:
+		}
+		if deleted {
 			n++
 		}
 	}
@@ -351,39 +310,29 @@ func cmdExpire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		return replied
 	}
 	answer := func(ok bool, ones int, err error) {
-		switch {
-		case s.mixed() && err != nil && ones > 0:
-			writeErr(c, err) // a lock on the masters that answered, its TTL not written on a quorum
-		case s.mixed(): // the backend's answer, or a lock's without a mirror; the lock, if any, follows
-			c.WriteInt(b2i(onBackend || ok && err == nil))
-		case err != nil:
-			writeErr(c, err)
-		case ok:
-			c.WriteInt(1)
-		default:
-			c.WriteInt(0)
-		}
+		quorum.WriteExpire(c, ok, ones, err, s.mixed(), onBackend)
 	}
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
 	var w *engine.TTLWrite
 	if name != "persist" {
-		n, err := parseInt(args[2])
-		if err != nil {
-			c.WriteError("ERR value is not an integer or out of range")
+		ttl, msg := quorum.ParseExpire(name, args[2], time.Now())
+		if msg != "" {
+			c.WriteError(msg)
 			return replied
 		}
-		if w, err = s.eng(st).NoteTTL(string(args[1]), expireTTL(name, n, time.Now())); err != nil {
+		var err error
+		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
 			if s.mixed() {
 				answer(false, 0, nil) // longer than any lock may live: the backend's key alone
 				return replied
 			}
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 	}
-	answer(s.broadcastOnes(st, w, args...))
+	answer(s.op(st).Ones(w, args...))
 	return replied
 }
 
@@ -394,44 +343,18 @@ func cmdSetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	n, err := parseInt(args[2])
-	switch {
-	case err != nil:
-		c.WriteError("ERR value is not an integer or out of range")
-		return replied
-	case n <= 0:
-		c.WriteError("ERR invalid expire time in '" + strings.ToLower(echo(args[0])) + "' command")
+	ttl, msg := quorum.ParseSetEx(args, time.Now())
+	if msg != "" {
+		c.WriteError(msg)
 		return replied
 	}
-	w, err := s.eng(st).NoteTTL(string(args[1]), expireTTL(strings.ToLower(string(args[0])), n, time.Now()))
+	w, err := s.eng(st).NoteTTL(string(args[1]), ttl)
 	if err != nil {
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return replied
 	}
-	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool { return r.Err == nil }, false)
 	return replied
-}
-
-// expireTTL is the TTL that EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, SETEX or
-// PSETEX with argument n sets, measured against now for the absolute ones;
-// not positive when the key would expire at once. A number too large to
-// be a duration is capped at the longest one.
-func expireTTL(cmd string, n int64, now time.Time) time.Duration {
-	sec := strings.HasPrefix(cmd, "expire") || cmd == "setex"
-	if sec && n > math.MaxInt64/int64(time.Second) || !sec && n > math.MaxInt64/int64(time.Millisecond) {
-		return math.MaxInt64
-	}
-	switch cmd {
-	case "expire", "setex":
-		return time.Duration(n) * time.Second
-	case "pexpire", "psetex":
-		return time.Duration(n) * time.Millisecond
-	case "expireat":
-		return time.Unix(n, 0).Sub(now)
-	case "pexpireat":
-		return time.UnixMilli(n).Sub(now)
-	}
-	return 0
 }
 
 // cmdGetEx runs GETEX of a lock key on every master, as SET does: a TTL
@@ -444,8 +367,8 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	ttl, msg := parseGetEx(args[2:], time.Now())
-	if msg == errSyntax {
+	ttl, msg := quorum.ParseGetEx(args[2:], time.Now())
+	if msg == quorum.ErrSyntax {
 		c.WriteError(msg)
 		return replied
 	}
@@ -453,7 +376,7 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if msg == "" {
 		var err error
 		if w, err = s.eng(st).NoteTTL(string(args[1]), ttl); err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 	}
@@ -461,53 +384,18 @@ func cmdGetEx(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	// string; absent, GETEX answers nil: the masters answer it, and
 	// refuse to write anything. A nil reply: nothing was set; a value too
 	// long to answer changes nothing.
-	s.broadcastMajority(st, c, toAny(args), w, func(r engine.Result) bool { return r.Err == nil && !isLarge(r.Val) }, true)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), w, func(r engine.Result) bool { return r.Err == nil && !quorum.IsLarge(r.Val) }, true)
 	return replied
-}
-
-const errSyntax = "ERR syntax error"
-
-// parseGetEx reads GETEX's options as Redis 7 does ([EX s | PX ms | EXAT
-// s | PXAT ms | PERSIST]) and returns the TTL they set (0: none), or
-// Redis's own error text. As on Redis, an option may be repeated (PX 1 PX
-// 2: the last counts, and only its value is read), but not mixed with
-// another.
-func parseGetEx(opts [][]byte, now time.Time) (time.Duration, string) {
-	o, persist := "", false
-	var arg []byte
-	for i := 0; i < len(opts); i++ {
-		switch a := setOption(opts[i]); {
-		case a == "persist" && o == "":
-			persist = true
-		case (a == "ex" || a == "px" || a == "exat" || a == "pxat") && !persist && (o == "" || o == a) && i+1 < len(opts):
-			o, arg = a, opts[i+1]
-			i++
-		default:
-			return 0, errSyntax
-		}
-	}
-	if o == "" {
-		return 0, ""
-	}
-	n, err := parseInt(arg)
-	if err != nil {
-		return 0, "ERR value is not an integer or out of range"
-	}
-	if n <= 0 {
-		return 0, "ERR invalid expire time in 'getex' command"
-	}
-	cmd := map[string]string{"ex": "expire", "px": "pexpire", "exat": "expireat", "pxat": "pexpireat"}[o]
-	return expireTTL(cmd, n, now), ""
 }
 
 func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.mixed() {
 		v, err := s.backendValue(st, args)
 		if v != nil && s.mayLock(st) { // and the lock, if a quorum holds one
-			_, ones, qerr := s.broadcastOnes(st, nil, []byte("del"), args[1])
+			_, ones, qerr := s.op(st).Ones(nil, []byte("del"), args[1])
 			st.releasedLease(string(args[1]), "")
 			if qerr != nil && ones > 0 {
-				writeErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
+				quorum.WriteErr(c, qerr) // a lock on the masters that answered, not ended on a quorum (cmdDel)
 				return replied
 			}
 		}
@@ -517,6 +405,6 @@ func cmdGetDel(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	s.broadcastMajority(st, c, toAny(args), nil, nil, true)
+	s.op(st).BroadcastMajority(c, quorum.ToAny(args), nil, nil, true)
 	return replied
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -65,7 +66,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		case err == nil:
 			c.WriteNull()
 		case !errors.Is(err, engine.ErrNotAcquired):
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		default:
 			// Redisson waits this long for the unlock message, then tries
 			// again.
@@ -80,7 +81,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		s.m.Extend(extended, err, time.Since(start))
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case extended:
 			c.WriteInt(1)
 		default:
@@ -93,11 +94,11 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if !ok {
 			return
 		}
-		deleted, err := s.broadcastCount(st, nil, []byte("DEL"), []byte(key))
+		deleted, err := s.op(st).Count(nil, []byte("DEL"), []byte(key))
 		s.m.Release(deleted, err, time.Since(start))
 		switch {
 		case err != nil:
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 		case deleted:
 			msg, _ := arg(argv, 0)
 			s.forward(wire.Discard{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
@@ -163,7 +164,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	var out int64
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return
 	case r.Latched && r.LatchNil:
 		c.WriteNull()
@@ -212,7 +213,7 @@ func (s *Server) hashExtendBatch(st *client, c redcon.Conn, spec *lockscripts.Sp
 		s.m.Extend(ok, err, time.Since(start))
 	}
 	if err != nil {
-		writeErr(c, err)
+		quorum.WriteErr(c, err)
 		return
 	}
 	c.WriteArray(len(keys))

@@ -1,14 +1,12 @@
 package proxy
 
 import (
-	"errors"
 	"regexp"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 )
 
 // Redisson reads its lock with HGET and HEXISTS of the holder's field,
@@ -29,49 +27,7 @@ func cmdHashRead(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if s.oversized(c, args[1:]) {
 		return replied
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
-	h, err := s.eng(st).ReadHash(ctx, string(args[1]))
-	switch {
-	case err != nil:
-		writeErr(c, err)
-		return replied
-	case h.Type != "hash" && h.Type != "none":
-		c.WriteError(wrongType)
-		return replied
-	}
-	v, ok := h.Fields[string(args[2])]
-	switch {
-	case strings.EqualFold(string(args[0]), "hexists") && ok:
-		c.WriteInt(1)
-	case strings.EqualFold(string(args[0]), "hexists"):
-		c.WriteInt(0)
-	case ok:
-		c.WriteBulkString(v)
-	default:
-		c.WriteNull()
-	}
+	h, err := s.op(st).ReadHash(args[1])
+	quorum.WriteHashField(c, h, err, args[2], strings.EqualFold(string(args[0]), "hexists"))
 	return replied
-}
-
-const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-// isWrongType reports whether a quorum read failed because the masters
-// hold a key of another type than the read's.
-func isWrongType(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE")
-}
-
-// readAnyType is Server.read for EXISTS and PTTL, which answer for a key
-// of any type: a lock that is a hash is read as one.
-func (s *Server) readAnyType(st *client, key []byte) (engine.KeyState, string, error) {
-	k, err := s.read(st, key)
-	if err == nil || !isWrongType(err) {
-		return k, "string", err
-	}
-	ctx, cancel := s.opContext()
-	defer cancel()
-	h, err := s.eng(st).ReadHash(ctx, string(key))
-	return engine.KeyState{Exists: h.Type != "none", PTTL: h.PTTL}, h.Type, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -154,7 +155,7 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	case key == nil:
 		return toBackend
 	case name != "zrem":
-		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' of a semaphore's permits (" + echo(key) + ") would act on one master's copy; a semaphore lives on a quorum of masters: its scripts take and renew permits, ZREM gives them back, EXISTS, PTTL and DEL answer for the whole")
+		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(name) + "' of a semaphore's permits (" + quorum.Echo(key) + ") would act on one master's copy; a semaphore lives on a quorum of masters: its scripts take and renew permits, ZREM gives them back, EXISTS, PTTL and DEL answer for the whole")
 	case len(args) < 3:
 		wrongArgs(c, name)
 	case s.oversized(c, args[1:]):
@@ -165,7 +166,7 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		n, err := s.eng(st).ReleasePermit(ctx, string(args[1]), strs(args[2:])...)
 		s.m.Release(n > 0, err, time.Since(start))
 		if err != nil {
-			writeErr(c, err)
+			quorum.WriteErr(c, err)
 			return replied
 		}
 		c.WriteInt(n)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"strings"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/tidwall/redcon"
 )
 
@@ -293,7 +294,7 @@ func (s *Server) serve(e *command, c redcon.Conn, st *client, args [][]byte) {
 	r := toBackend
 	switch {
 	case e.where == refused:
-		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(echo(args[0])) + "' is not supported through the proxy; connect to a master directly")
+		c.WriteError("ERR redlock-proxy: '" + strings.ToUpper(quorum.Echo(args[0])) + "' is not supported through the proxy; connect to a master directly")
 		return
 	case e.has(fKey1) && !s.isLockKey(args[1]):
 	case e.h != nil:

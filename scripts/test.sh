@@ -36,7 +36,7 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.6.1 -tags unsafeguards ./cmd/redloc
 # would not fit CI's time. A race-built test binary is slower: the few
 # tests that measure under load skip themselves under it
 # (redistest.RaceEnabled).
-race_pkgs=(./proxy ./proxy/backend ./proxy/wire ./proxy/admin ./proxy/lockscripts ./redlock ./redlock/engine
+race_pkgs=(./proxy ./proxy/backend ./proxy/wire ./proxy/admin ./proxy/lockscripts ./proxy/quorum ./redlock ./redlock/engine
   ./internal/peek ./internal/sock ./internal/redistest)
 mapfile -t plain_pkgs < <(go list ./... | grep -vxF -f <(go list "${race_pkgs[@]}"))
 # The race-built test binaries first (an instrumented build of the standard
@@ -60,7 +60,7 @@ done
 # coordinator can fail a target with "context deadline exceeded" when the
 # time runs out while a worker is busy on a loaded machine (golang/go#75804).
 for spec in ./proxy/wire:FuzzInputFramer ./proxy/wire:FuzzFramerWholeCommands ./proxy/wire:FuzzParseCommands \
-    ./proxy:FuzzDispatch ./proxy:FuzzClassify ./proxy:FuzzParseSet ./proxy:FuzzParseAcquire \
+    ./proxy:FuzzDispatch ./proxy:FuzzClassify ./proxy/quorum:FuzzParseSet ./proxy:FuzzParseAcquire \
     ./proxy/lockscripts:FuzzNormalizeScript; do
   pkg=${spec%%:*} target=${spec#*:}
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 30000x "$pkg" 2>&1); then

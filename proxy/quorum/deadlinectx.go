@@ -1,4 +1,4 @@
-package proxy
+package quorum
 
 import (
 	"context"
@@ -18,6 +18,10 @@ type deadlineCtx struct {
 	timer *time.Timer
 	err   error // set when it ended
 }
+
+// Context is a context for one quorum operation, ending d from now: a
+// deadlineCtx.
+func Context(d time.Duration) (context.Context, context.CancelFunc) { return newDeadlineCtx(d) }
 
 func newDeadlineCtx(d time.Duration) (*deadlineCtx, context.CancelFunc) {
 	c := &deadlineCtx{deadline: time.Now().Add(d)}
@@ -72,13 +76,3 @@ func (c *deadlineCtx) Err() error {
 }
 
 func (c *deadlineCtx) Value(any) any { return nil }
-
-// opContext bounds one quorum operation: every master has the node timeout,
-// retries add their delays; this is a backstop against a hang. It reads
-// only fields no reload changes: a copy of the whole section would read the
-// credentials a Reload writes meanwhile.
-func (s *Server) opContext() (context.Context, context.CancelFunc) {
-	r := &s.cfg.Redlock
-	d := r.NodeTimeout.Duration*time.Duration(r.RetryCount+2) + r.RetryDelay.Duration*time.Duration(r.RetryCount+1)
-	return newDeadlineCtx(d)
-}

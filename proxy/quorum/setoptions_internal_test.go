@@ -1,4 +1,4 @@
-package proxy
+package quorum
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func TestParseSet(t *testing.T) {
 		{"set", "k", "v"},
 	}
 	for _, a := range ok {
-		if _, msg := parseSet(bs(a)); msg != "" {
+		if _, msg := ParseSet(bs(a)); msg != "" {
 			t.Errorf("%v: %s", a, msg)
 		}
 	}
@@ -38,8 +38,8 @@ func TestParseSet(t *testing.T) {
 		{[]string{"px", "5", "px"}, "", 0, "ERR syntax error"},
 		{[]string{"px", "5", "keepttl"}, "", 0, "ERR syntax error"},
 	} {
-		o, msg := parseSet(bs(append([]string{"set", "k", "v"}, tc.args...)))
-		if msg != tc.msg || msg == "" && (o.expire != tc.expire || o.n != tc.n) {
+		o, msg := ParseSet(bs(append([]string{"set", "k", "v"}, tc.args...)))
+		if msg != tc.msg || msg == "" && (o.Expire != tc.expire || o.N != tc.n) {
 			t.Errorf("%q: %+v %q, want %s %d %q", tc.args, o, msg, tc.expire, tc.n, tc.msg)
 		}
 	}
@@ -53,21 +53,21 @@ func TestSetOptionsInAnyCase(t *testing.T) {
 		mixed := []byte(name)
 		mixed[0] = up[0]
 		for _, in := range []string{name, up, string(mixed)} {
-			if got := setOption([]byte(in)); got != name {
-				t.Fatalf("setOption(%q) = %q", in, got)
+			if got := SetOption([]byte(in)); got != name {
+				t.Fatalf("SetOption(%q) = %q", in, got)
 			}
 		}
 	}
 	// Not options: other words, prefixes, and a Kelvin sign for the K of
 	// KEEPTTL, which Redis does not take for a k either.
 	for _, in := range []string{"", "n", "nxx", "p x", "EXATT", "\u212aEEPTTL", "n\x00"} {
-		if got := setOption([]byte(in)); got != "" {
-			t.Fatalf("setOption(%q) = %q", in, got)
+		if got := SetOption([]byte(in)); got != "" {
+			t.Fatalf("SetOption(%q) = %q", in, got)
 		}
 	}
 	args := bs([]string{"SET", "lock:k", "token", "NX", "PX", "30000"})
-	if n := testing.AllocsPerRun(100, func() { _, _ = parseSet(args) }); n != 0 {
-		t.Fatalf("parseSet: %v allocations", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = ParseSet(args) }); n != 0 {
+		t.Fatalf("ParseSet: %v allocations", n)
 	}
 }
 
@@ -85,26 +85,26 @@ func FuzzParseSet(f *testing.F) {
 	f.Add("px", "1", "px", "2", "nx")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		args := bs([]string{"set", "k", "v", a, b, c, d, e})
-		o, msg := parseSet(args)
-		if msg == "" && o.expire != "" && o.n <= 0 {
+		o, msg := ParseSet(args)
+		if msg == "" && o.Expire != "" && o.N <= 0 {
 			t.Fatalf("accepted a non-positive expire: %+v", o)
 		}
 		// The expiry taken is the last one, and every expiry option
 		// before it is of the same kind (Redis refuses two kinds).
-		if msg == "" && o.expire != "" {
+		if msg == "" && o.Expire != "" {
 			last := -1
 			for i := 3; i < len(args); i++ {
-				switch setOption(args[i]) {
+				switch SetOption(args[i]) {
 				case "ex", "px", "exat", "pxat":
-					if setOption(args[i]) != o.expire {
-						t.Fatalf("%q: took %s beside %q", args, o.expire, args[i])
+					if SetOption(args[i]) != o.Expire {
+						t.Fatalf("%q: took %s beside %q", args, o.Expire, args[i])
 					}
 					last = i
 					i++
 				}
 			}
-			if n, err := parseInt(args[last+1]); err != nil || n != o.n {
-				t.Fatalf("%q: took %d, the last expiry is %q", args, o.n, args[last+1])
+			if n, err := ParseInt(args[last+1]); err != nil || n != o.N {
+				t.Fatalf("%q: took %d, the last expiry is %q", args, o.N, args[last+1])
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package proxy
+package quorum
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
-// errorReply maps an error of a quorum operation to the RESP error a client
+// ErrorReply maps an error of a quorum operation to the RESP error a client
 // sees. Master addresses and credentials never reach clients.
-func errorReply(err error) string {
+func ErrorReply(err error) string {
 	var qe *engine.QuorumError
 	var te *engine.TTLError
 	var re redis.Error
@@ -24,7 +24,7 @@ func errorReply(err error) string {
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed && len(qe.Guarded) > 0:
 		return fmt.Sprintf("NOQUORUM %d of the masters can vote, %d needed; %s", qe.Reachable, qe.Needed, guardedText(qe.Guarded))
 	case errors.As(err, &large):
-		return tooLargeReply(large.Len, large.Max)
+		return TooLargeReply(large.Len, large.Max)
 	case errors.As(err, &qe) && qe.Reachable < qe.Needed:
 		return fmt.Sprintf("NOQUORUM %d of the masters reachable, %d needed; lock commands are refused until enough masters are back", qe.Reachable, qe.Needed)
 	case errors.As(err, &qe) && len(qe.Guarded) > 0:
@@ -43,7 +43,8 @@ func errorReply(err error) string {
 	return "ERR redlock-proxy: quorum operation failed"
 }
 
-func writeErr(c redcon.Conn, err error) { c.WriteError(errorReply(err)) }
+// WriteErr answers err as ErrorReply maps it.
+func WriteErr(c redcon.Conn, err error) { c.WriteError(ErrorReply(err)) }
 
 // clock is time.Now, but for tests.
 var clock = time.Now
@@ -51,12 +52,12 @@ var clock = time.Now
 // guardedText names the masters under the restart guard, as INFO does
 // (master0 first), and until when: on every key, or on the key named.
 func guardedText(gs []engine.GuardedMaster) string {
-	return engine.GuardedText(gs, clock(), false, func(k string) string { return "'" + echo([]byte(k)) + "'" })
+	return engine.GuardedText(gs, clock(), false, func(k string) string { return "'" + Echo([]byte(k)) + "'" })
 }
 
-// echo makes client input safe to quote in an error reply, as Redis does:
+// Echo makes client input safe to quote in an error reply, as Redis does:
 // at most 128 bytes, and no CR or LF that would end the reply early.
-func echo(b []byte) string {
+func Echo(b []byte) string {
 	if len(b) > 128 {
 		b = b[:128]
 	}
@@ -67,4 +68,11 @@ func echo(b []byte) string {
 		}
 	}
 	return string(out)
+}
+
+// TooLargeReply is the error for a value of n bytes on a lock key, more
+// than proxy.max_lock_value (max), that a quorum operation would bring
+// back.
+func TooLargeReply(n, max int) string {
+	return fmt.Sprintf("ERR redlock-proxy: the value of this lock key is %d bytes, more than proxy.max_lock_value (%d bytes); it is not read or changed through the quorum", n, max)
 }

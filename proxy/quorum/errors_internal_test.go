@@ -1,4 +1,4 @@
-package proxy
+package quorum
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ type masterReply string
 func (e masterReply) Error() string { return string(e) }
 func (masterReply) RedisError()     {}
 
-// errorReply maps each error of a quorum operation to the reply a client
+// ErrorReply maps each error of a quorum operation to the reply a client
 // sees: NOQUORUM with the reason, a master's own error reply, or a generic
 // error; never a master's address.
 func TestErrorReply(t *testing.T) {
@@ -54,8 +54,8 @@ func TestErrorReply(t *testing.T) {
 			"CROSSSLOT redlock-proxy: the keys of this lock operation, with the records kept beside its lock, hash to different slots and a voter is a Redis Cluster: give the lock key a hash tag ({…})"},
 	}
 	for _, c := range cases {
-		if got := errorReply(c.err); got != c.want {
-			t.Errorf("errorReply(%v) = %q, want %q", c.err, got, c.want)
+		if got := ErrorReply(c.err); got != c.want {
+			t.Errorf("ErrorReply(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

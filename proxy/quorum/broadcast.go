@@ -1,8 +1,10 @@
-package proxy
+package quorum
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
@@ -12,11 +14,33 @@ import (
 
 // Commands sent as they are to every master, and the answer a quorum of
 // them gave: SET without NX, SETEX, GETDEL, GETEX, DEL and the EXPIRE
-// family of lock keys (quorumcmds.go), and a few writes of scripts and
-// mixed mode. Acquires, releases, extends and reads have the engine's own
-// operations.
+// family of lock keys (proxy/quorumcmds.go), and a few writes of scripts
+// and mixed mode. Acquires, releases, extends and reads have the engine's
+// own operations.
 
-func toAny(args [][]byte) []any {
+// Engine is what the commands need of the quorum engine: the
+// *engine.Client of the client's database.
+type Engine interface {
+	Quorum() int
+	Masters() int
+	WaitWrites(ctx context.Context, key string)
+	Broadcast(ctx context.Context, key string, done func(got []engine.Result) bool, args ...any) []engine.Result
+	BroadcastValue(ctx context.Context, key string, done func(got []engine.Result) bool, args ...any) []engine.Result
+	NoQuorum(reachable int, keys ...string) *engine.QuorumError
+	Read(ctx context.Context, key string) (engine.KeyState, error)
+	ReadHash(ctx context.Context, key string) (engine.HashState, error)
+}
+
+// Op is one command's call on the quorum: the engine, how long one
+// operation may take at most (Context), and proxy.max_lock_value.
+type Op struct {
+	Eng      Engine
+	Timeout  time.Duration
+	MaxValue int
+}
+
+// ToAny is a command's arguments as the engine sends them.
+func ToAny(args [][]byte) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
 		out[i] = string(a)
@@ -24,7 +48,9 @@ func toAny(args [][]byte) []any {
 	return out
 }
 
-func isLarge(v any) bool { _, ok := v.(engine.LargeValue); return ok }
+// IsLarge reports whether a master's answer is a value longer than
+// proxy.max_lock_value (engine.BroadcastValue).
+func IsLarge(v any) bool { _, ok := v.(engine.LargeValue); return ok }
 
 // answerKey groups equal answers of different masters.
 func answerKey(r engine.Result) (string, bool) {
@@ -40,7 +66,7 @@ func answerKey(r engine.Result) (string, bool) {
 	return fmt.Sprintf("%T:%v", r.Val, r.Val), true
 }
 
-// broadcastMajority sends a write to every master and answers what a quorum
+// BroadcastMajority sends a write to every master and answers what a quorum
 // of them answered. Writes of lock keys wait for every master (each within
 // the node timeout), so that a read that follows sees the write everywhere
 // it landed, as on a single Redis. Only answers that may count as votes
@@ -51,26 +77,26 @@ func answerKey(r engine.Result) (string, bool) {
 // master where the value is longer than proxy.max_lock_value changes
 // nothing (engine.BroadcastValue), and a quorum of them answers the error
 // that says so.
-func (s *Server) broadcastMajority(st *client, c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) {
-	if r, ok := s.majority(st, c, args, w, applied, valued); ok {
-		s.writeResult(c, r)
+func (o Op) BroadcastMajority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) {
+	if r, ok := o.Majority(c, args, w, applied, valued); ok {
+		o.WriteResult(c, r)
 	}
 }
 
-// majority is broadcastMajority's write and count: it returns the answer a
+// Majority is BroadcastMajority's write and count: it returns the answer a
 // quorum of masters gave, or writes the error (NOQUORUM, or TRYAGAIN when
 // no answer holds a quorum) and reports false.
-func (s *Server) majority(st *client, c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) (engine.Result, bool) {
-	ctx, cancel := s.opContext()
+func (o Op) Majority(c redcon.Conn, args []any, w *engine.TTLWrite, applied func(engine.Result) bool, valued bool) (engine.Result, bool) {
+	ctx, cancel := Context(o.Timeout)
 	defer cancel()
-	q := s.eng(st).Quorum()
+	q := o.Eng.Quorum()
 	key := fmt.Sprint(args[1])
-	s.eng(st).WaitWrites(ctx, key)
+	o.Eng.WaitWrites(ctx, key)
 	var got []engine.Result
 	if valued {
-		got = s.eng(st).BroadcastValue(ctx, key, nil, args...)
+		got = o.Eng.BroadcastValue(ctx, key, nil, args...)
 	} else {
-		got = s.eng(st).Broadcast(ctx, key, nil, args...)
+		got = o.Eng.Broadcast(ctx, key, nil, args...)
 	}
 	w.Done(got, applied)
 	counts := map[string]int{}
@@ -86,20 +112,21 @@ func (s *Server) majority(st *client, c redcon.Conn, args []any, w *engine.TTLWr
 		}
 	}
 	if answered < q {
-		writeErr(c, s.eng(st).NoQuorum(answered, key))
+		WriteErr(c, o.Eng.NoQuorum(answered, key))
 		return engine.Result{}, false
 	}
 	c.WriteError("TRYAGAIN redlock-proxy: the masters disagree and no answer holds a quorum")
 	return engine.Result{}, false
 }
 
-func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
+// WriteResult answers a master's answer r as the client's reply.
+func (o Op) WriteResult(c redcon.Conn, r engine.Result) {
 	var re redis.Error
 	switch {
 	case r.Err == redis.Nil:
 		c.WriteNull()
-	case r.Err == nil && isLarge(r.Val):
-		c.WriteError(tooLargeReply(r.Val.(engine.LargeValue).Len, int(s.cfg.Proxy.MaxLockValue)))
+	case r.Err == nil && IsLarge(r.Val):
+		c.WriteError(TooLargeReply(r.Val.(engine.LargeValue).Len, o.MaxValue))
 	case errors.As(r.Err, &re):
 		c.WriteError(re.Error())
 	default:
@@ -118,32 +145,32 @@ func (s *Server) writeResult(c redcon.Conn, r engine.Result) {
 	}
 }
 
-// broadcastCount sends a command answering 0 or 1 to every master and
+// Count sends a command answering 0 or 1 to every master and
 // reports whether a quorum answered 1. It answers false only when a quorum
 // of 1s is out of reach even if every master that did not answer, or whose
 // answer does not count (engine.Result.Counts), had answered 1; otherwise
 // the error is a master's own error reply, or NOQUORUM. A write of a TTL
 // on a lock key passes w (engine.NoteTTL): it took effect where a master
 // answered 1.
-func (s *Server) broadcastCount(st *client, w *engine.TTLWrite, args ...[]byte) (bool, error) {
-	ok, _, err := s.broadcastOnes(st, w, args...)
+func (o Op) Count(w *engine.TTLWrite, args ...[]byte) (bool, error) {
+	ok, _, err := o.Ones(w, args...)
 	return ok, err
 }
 
-// broadcastOnes is broadcastCount, and also counts the masters whose
+// Ones is Count, and also counts the masters whose
 // answer (one that counts) was 1: those that held the key. Where the
 // backend holds data beside the locks, a NOQUORUM with ones > 0 says that
 // the key is a lock on masters that answered, which the command could not
 // end on a quorum; with ones = 0 no master that answered held it.
-func (s *Server) broadcastOnes(st *client, w *engine.TTLWrite, args ...[]byte) (bool, int, error) {
-	ctx, cancel := s.opContext()
+func (o Op) Ones(w *engine.TTLWrite, args ...[]byte) (bool, int, error) {
+	ctx, cancel := Context(o.Timeout)
 	defer cancel()
-	q, n := s.eng(st).Quorum(), s.eng(st).Masters()
+	q, n := o.Eng.Quorum(), o.Eng.Masters()
 	key := string(args[1])
-	s.eng(st).WaitWrites(ctx, key)
+	o.Eng.WaitWrites(ctx, key)
 	ones, zeros := 0, 0
 	var errReply error
-	got := s.eng(st).Broadcast(ctx, key, func(got []engine.Result) bool {
+	got := o.Eng.Broadcast(ctx, key, func(got []engine.Result) bool {
 		r := got[len(got)-1]
 		var re redis.Error
 		switch {
@@ -156,8 +183,8 @@ func (s *Server) broadcastOnes(st *client, w *engine.TTLWrite, args ...[]byte) (
 		case errors.As(r.Err, &re):
 			errReply = r.Err
 		}
-		return false // wait for every master, as broadcastMajority does
-	}, toAny(args)...)
+		return false // wait for every master, as BroadcastMajority does
+	}, ToAny(args)...)
 	w.Done(got, func(r engine.Result) bool { v, _ := r.Val.(int64); return r.Err == nil && v == 1 })
 	switch {
 	case ones >= q:
@@ -167,5 +194,5 @@ func (s *Server) broadcastOnes(st *client, w *engine.TTLWrite, args ...[]byte) (
 	case n-zeros < q: // even with every other master answering 1
 		return false, ones, nil
 	}
-	return false, ones, s.eng(st).NoQuorum(ones+zeros, key)
+	return false, ones, o.Eng.NoQuorum(ones+zeros, key)
 }
