@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -214,11 +215,29 @@ func timedDo(t *testing.T, rc *rawConn, cmd []string) (reply, time.Duration) {
 // setupDo sends a command of a test's setup, every master up: a NOQUORUM
 // there means the masters did not answer in time on a loaded machine, not
 // what the test is about, and the command is sent again (for up to 10 s).
+//
+// A SET NX tried again after a try that failed (here after a NOQUORUM,
+// or within the proxy, which tries an acquire retry_count times) may
+// answer nil: the failed try's writes are still on some masters (their
+// rollback in flight or in doubt), or landed on a quorum after all, and
+// the key holds the same value, as a SET NX repeated on one Redis answers
+// nil. The key counts as set once a read shows the value; until then the
+// SET is tried again.
 func setupDo(t *testing.T, rc *rawConn, cmd []string) reply {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r, _ := timedDo(t, rc, cmd)
+		if r.null && strings.EqualFold(cmd[0], "SET") && slices.ContainsFunc(cmd, func(a string) bool { return strings.EqualFold(a, "NX") }) {
+			if g, _ := timedDo(t, rc, []string{"GET", cmd[1]}); !g.isErr() && !g.null && g.str == cmd[2] {
+				return g
+			}
+			if time.Now().After(deadline) {
+				return r
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if !r.isErr() || !strings.HasPrefix(r.str, "NOQUORUM") || time.Now().After(deadline) {
 			return r
 		}
