@@ -283,9 +283,7 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 	if !ok {
 		return
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
-	s.scriptRelease(ctx, c, st, spec, key, token, func() {
+	s.scriptRelease(c, st, spec, key, token, func() {
 		// One PUBLISH on the backend, where the lock's waiters subscribe;
 		// its reply is not the client's. (A failure is logged; the waiters
 		// fall back on their own timeouts.)
@@ -294,56 +292,19 @@ func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.
 }
 
 // scriptRelease releases key for token on the quorum and writes the
-// script's reply; released, if not nil, runs first when a quorum removed
-// the key.
-func (s *Server) scriptRelease(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, released func()) {
-	start := time.Now()
-	q := s.eng(st).Quorum()
+// script's reply (quorum.Op.WriteRelease); released, if not nil, runs
+// first when the lock was released.
+func (s *Server) scriptRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, released func()) {
+	op := s.op(st)
 	mirror := 0 // where the backend holds data beside the locks: 1 the mirror held the token, -1 something else
 	if s.mixed() {
 		mirror = s.mirrorRelease(st, key, token)
 	}
-	r, err := s.eng(st).Release(ctx, key, token)
-	s.m.Release(r.Released(q), err, time.Since(start))
+	r, err := op.Release(key, token)
 	if r.Deleted > 0 {
 		st.releasedLease(key, token)
 	}
-	switch mirror {
-	case 1:
-		// The application's keyspace held the token, and no longer does,
-		// as on one Redis; the quorum's copy went too, or goes with its TTL.
-		if released != nil {
-			released()
-		}
-		writeSpec(c, spec.OK)
-		return
-	case -1:
-		// Data took the lock's place: on one Redis the key no longer holds
-		// the token, and the script answers so.
-		writeSpec(c, spec.NotOwned)
-		return
-	case 0:
-		if s.mixed() && err == nil {
-			// Not in the application's keyspace (renamed, expired there,
-			// or lost with the backend): on one Redis the script finds
-			// nothing. The quorum's copy went all the same.
-			writeSpec(c, spec.Absent)
-			return
-		}
-	}
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case r.Released(q):
-		if released != nil {
-			released()
-		}
-		writeSpec(c, spec.OK)
-	case r.Absent >= q:
-		writeSpec(c, spec.Absent)
-	default:
-		writeSpec(c, spec.NotOwned)
-	}
+	op.WriteRelease(c, spec, r, err, mirror, s.mixed(), released)
 }
 
 // scriptToken reads a recognised script's token (none for an inspect) and
@@ -408,27 +369,11 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	case lockscripts.OpExtend:
 		s.scriptExtendAll(st, ctx, c, spec, keys, token, argv)
 	case lockscripts.OpRelease:
-		s.scriptReleaseAll(ctx, c, st, spec, keys, token)
+		s.scriptReleaseAll(c, st, spec, keys, token)
 	case lockscripts.OpOwnerTTL:
 		s.ownerTTLAll(st, ctx, c, spec, keys, token)
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
-	}
-}
-
-// writeOutcome answers an acquire, extend or release of keys that took
-// effect (ok) or not: the script's own reply (notOK when it did not), or,
-// for a multi-key script that answers a count, the number of keys.
-func writeOutcome(c redcon.Conn, spec *lockscripts.Spec, keys int, ok bool, notOK string) {
-	switch {
-	case keys > 1 && !spec.MultiOutcome && ok:
-		c.WriteInt(keys)
-	case keys > 1 && !spec.MultiOutcome:
-		c.WriteInt(0)
-	case ok:
-		writeSpec(c, spec.OK)
-	default:
-		writeSpec(c, notOK)
 	}
 }
 
@@ -459,7 +404,7 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 			held, _ := s.backendCall(st, "get", keys[0])
 			if hv, ok := held.(string); !ok || !reclaims || !h.Holds(hv) {
 				s.m.Acquire(engine.ErrHeld, 0)
-				writeOutcome(c, spec, 1, false, spec.NotOwned)
+				quorum.WriteOutcome(c, spec, 1, false, spec.NotOwned)
 				return
 			}
 		}
@@ -481,7 +426,7 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 	}
 	switch {
 	case err == nil:
-		writeOutcome(c, spec, len(keys), true, "")
+		quorum.WriteOutcome(c, spec, len(keys), true, "")
 	case !errors.Is(err, engine.ErrNotAcquired):
 		unmirror()
 		quorum.WriteErr(c, err)
@@ -500,13 +445,13 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 		case err != nil:
 			quorum.WriteErr(c, err)
 		case renewed && (len(keys) == 1 || spec.MultiOutcome):
-			writeSpec(c, spec.Reclaimed)
+			quorum.WriteSpec(c, spec.Reclaimed)
 		default:
-			writeOutcome(c, spec, len(keys), renewed, spec.NotOwned)
+			quorum.WriteOutcome(c, spec, len(keys), renewed, spec.NotOwned)
 		}
 	default:
 		unmirror()
-		writeOutcome(c, spec, len(keys), false, spec.NotOwned)
+		quorum.WriteOutcome(c, spec, len(keys), false, spec.NotOwned)
 	}
 }
 
@@ -524,54 +469,35 @@ func (s *Server) scriptExtendAll(st *client, ctx context.Context, c redcon.Conn,
 	case err != nil:
 		quorum.WriteErr(c, err)
 	case !extended && r.Absent >= s.eng(st).Quorum():
-		writeOutcome(c, spec, len(keys), false, spec.Absent)
+		quorum.WriteOutcome(c, spec, len(keys), false, spec.Absent)
 	default:
-		writeOutcome(c, spec, len(keys), extended, spec.NotOwned)
+		quorum.WriteOutcome(c, spec, len(keys), extended, spec.NotOwned)
 	}
 }
 
 // scriptReleaseAll deletes keys from the masters where they hold the
-// token. A count (node-redlock's scripts) is decided key by key, each key
-// deleted wherever it holds the token (engine.ReleaseAll); an outcome
-// (spec.MultiOutcome) all or none, as one Redis running such a script
-// does: a master deletes the keys only where every one holds the token,
-// and the lock was held when a quorum did (engine.ReleaseEvery).
-func (s *Server) scriptReleaseAll(ctx context.Context, c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, token string) {
-	start := time.Now()
+// token: key by key for a count (quorum.Op.ReleaseAll), all or none for an
+// outcome (spec.MultiOutcome, quorum.Op.ReleaseEvery).
+func (s *Server) scriptReleaseAll(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, token string) {
+	op := s.op(st)
 	if !spec.MultiOutcome {
-		n, err := s.eng(st).ReleaseAll(ctx, keys, token)
-		s.m.Release(n > 0, err, time.Since(start))
+		n, err := op.ReleaseAll(keys, token)
 		for _, k := range keys {
 			st.releasedLease(k, token)
 			if s.mixed() {
 				s.mirrorRelease(st, k, token)
 			}
 		}
-		if err != nil {
-			quorum.WriteErr(c, err)
-			return
-		}
-		c.WriteInt(n)
+		quorum.WriteReleaseCount(c, n, err)
 		return
 	}
-	q := s.eng(st).Quorum()
-	r, err := s.eng(st).ReleaseEvery(ctx, keys, token)
-	s.m.Release(r.Released(q), err, time.Since(start))
+	r, err := op.ReleaseEvery(keys, token)
 	if r.Deleted > 0 {
 		for _, k := range keys {
 			st.releasedLease(k, token)
 		}
 	}
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case r.Released(q):
-		writeSpec(c, spec.OK)
-	case r.Absent >= q:
-		writeSpec(c, spec.Absent)
-	default:
-		writeSpec(c, spec.NotOwned)
-	}
+	op.WriteRelease(c, spec, r, err, 0, false, nil)
 }
 
 // ownerTTLAll answers an owner TTL of several keys as one Redis holding
@@ -604,9 +530,9 @@ func (s *Server) ownerTTLAll(st *client, ctx context.Context, c redcon.Conn, spe
 	}
 	switch {
 	case notHeld > 0 && absent == notHeld:
-		writeSpec(c, spec.Absent)
+		quorum.WriteSpec(c, spec.Absent)
 	case notHeld > 0:
-		writeSpec(c, spec.NotOwned)
+		quorum.WriteSpec(c, spec.NotOwned)
 	case rerr != nil:
 		quorum.WriteErr(c, rerr)
 	case least < 0 && spec.Positive:
@@ -631,7 +557,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
 		s.runPermitScript(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpRelease:
-		s.scriptRelease(ctx, c, st, spec, key, token, nil)
+		s.scriptRelease(c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:
 		ttl, ok := s.ttlArg(c, spec, argv)
 		if !ok {
@@ -647,11 +573,11 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			switch m := s.mirrorState(st, key, token); {
 			case m == -1:
 				_, _ = s.eng(st).Release(ctx, key, token) // data took its place: the lock ended
-				writeSpec(c, spec.NotOwned)
+				quorum.WriteSpec(c, spec.NotOwned)
 				return
 			case m == 0 && mode != engine.ExtendClaim:
 				_, _ = s.eng(st).Release(ctx, key, token) // renamed, expired or lost there: ended
-				writeSpec(c, spec.Absent)
+				quorum.WriteSpec(c, spec.Absent)
 				return
 			}
 		}
@@ -664,13 +590,13 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		case err != nil:
 			quorum.WriteErr(c, err)
 		case extended:
-			writeSpec(c, spec.OK)
+			quorum.WriteSpec(c, spec.OK)
 		case r.NoTTL > 0 && spec.NoTTL != "":
-			writeSpec(c, spec.NoTTL)
+			quorum.WriteSpec(c, spec.NoTTL)
 		case r.Absent >= q:
-			writeSpec(c, spec.Absent)
+			quorum.WriteSpec(c, spec.Absent)
 		default:
-			writeSpec(c, spec.NotOwned)
+			quorum.WriteSpec(c, spec.NotOwned)
 		}
 	case lockscripts.OpAcquire:
 		s.scriptAcquire(st, ctx, c, spec, []string{key}, token, argv)
@@ -694,9 +620,9 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 		case err != nil:
 			quorum.WriteErr(c, err)
 		case !k.Exists:
-			writeSpec(c, spec.Absent)
+			quorum.WriteSpec(c, spec.Absent)
 		case k.Value != token:
-			writeSpec(c, spec.NotOwned)
+			quorum.WriteSpec(c, spec.NotOwned)
 		case k.PTTL < 0 && spec.Positive:
 			c.WriteInt(0)
 		default:
@@ -794,27 +720,4 @@ func cmdScript(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		return toBackend
 	}
 	return replied
-}
-
-// writeSpec writes one of a recognised script's replies; nil as the
-// connection's null (RESP3's own in RESP3, as Redis answers it there).
-func writeSpec(c redcon.Conn, reply string) {
-	if reply == lockscripts.NilReply {
-		c.WriteNull()
-		return
-	}
-	c.WriteRaw([]byte(reply))
-}
-
-// answerSpec answers an operation that took effect (ok) or did not, in the
-// script's replies, or its error.
-func answerSpec(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case ok:
-		writeSpec(c, spec.OK)
-	default:
-		writeSpec(c, spec.NotOwned)
-	}
 }

@@ -18,7 +18,7 @@ import (
 // database, the bound of one operation (opTimeout) and
 // proxy.max_lock_value.
 func (s *Server) op(st *client) quorum.Op {
-	return quorum.Op{Eng: s.eng(st), Timeout: s.opTimeout(), MaxValue: int(s.cfg.Proxy.MaxLockValue)}
+	return quorum.Op{Eng: s.eng(st), Timeout: s.opTimeout(), MaxValue: int(s.cfg.Proxy.MaxLockValue), Metrics: s.m}
 }
 
 // opTimeout bounds one quorum operation: every master has the node

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -46,5 +47,5 @@ func (s *Server) runRWScript(st *client, ctx context.Context, c redcon.Conn, spe
 	case lockscripts.OpRWHeld:
 		ok, err = s.eng(st).HeldRW(ctx, key, token)
 	}
-	answerSpec(c, spec, ok, err)
+	quorum.AnswerSpec(c, spec, ok, err)
 }

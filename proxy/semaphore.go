@@ -45,7 +45,7 @@ func (s *Server) runPermitScript(st *client, ctx context.Context, c redcon.Conn,
 	if spec.Op == lockscripts.OpPermitRelease {
 		n, err := s.eng(st).ReleasePermit(ctx, key, token)
 		s.m.Release(n > 0, err, time.Since(start))
-		answerSpec(c, spec, n > 0, err)
+		quorum.AnswerSpec(c, spec, n > 0, err)
 		return
 	}
 	limit, ok := limitArg(c, spec, argv)
@@ -61,14 +61,14 @@ func (s *Server) runPermitScript(st *client, ctx context.Context, c redcon.Conn,
 		_, err := s.eng(st).AcquirePermit(ctx, key, token, limit, ttl)
 		s.m.Acquire(err, time.Since(start))
 		if errors.Is(err, engine.ErrNotAcquired) {
-			answerSpec(c, spec, false, nil)
+			quorum.AnswerSpec(c, spec, false, nil)
 			return
 		}
-		answerSpec(c, spec, err == nil, err)
+		quorum.AnswerSpec(c, spec, err == nil, err)
 	case lockscripts.OpPermitRefresh:
 		_, extended, err := s.eng(st).ExtendPermit(ctx, key, token, limit, ttl)
 		s.m.Extend(extended, err, time.Since(start))
-		answerSpec(c, spec, extended, err)
+		quorum.AnswerSpec(c, spec, extended, err)
 	}
 }
 

@@ -29,14 +29,19 @@ type Engine interface {
 	NoQuorum(reachable int, keys ...string) *engine.QuorumError
 	Read(ctx context.Context, key string) (engine.KeyState, error)
 	ReadHash(ctx context.Context, key string) (engine.HashState, error)
+	Release(ctx context.Context, key, value string) (engine.ReleaseResult, error)
+	ReleaseAll(ctx context.Context, keys []string, value string) (int, error)
+	ReleaseEvery(ctx context.Context, keys []string, value string) (engine.ReleaseResult, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one
-// operation may take at most (Context), and proxy.max_lock_value.
+// operation may take at most (Context), proxy.max_lock_value, and where
+// the lock scripts' acquires, extends and releases are counted.
 type Op struct {
 	Eng      Engine
 	Timeout  time.Duration
 	MaxValue int
+	Metrics  Metrics
 }
 
 // ToAny is a command's arguments as the engine sends them.

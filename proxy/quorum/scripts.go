@@ -1,0 +1,153 @@
+package quorum
+
+import (
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
+	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
+)
+
+// Recognised lock scripts (package lockscripts, each a lockscripts.Spec)
+// run as quorum operations: here are each operation's call on the engine,
+// built from the script's keys and arguments, and the reply the script
+// would have given on one Redis holding the quorum's state (the spec's
+// raw replies, integers, arrays, nil, errors). Package proxy's eval.go
+// finds the spec and reads its token and TTL, and keeps the leases and
+// mixed mode's mirrors.
+
+// Metrics counts acquires, extends and releases and how long they took
+// (package proxy passes its admin.Metrics).
+type Metrics interface {
+	Acquire(err error, d time.Duration)
+	Extend(ok bool, err error, d time.Duration)
+	Release(ok bool, err error, d time.Duration)
+}
+
+// WriteSpec writes one of a recognised script's replies; nil as the
+// connection's null (RESP3's own in RESP3, as Redis answers it there).
+func WriteSpec(c redcon.Conn, reply string) {
+	if reply == lockscripts.NilReply {
+		c.WriteNull()
+		return
+	}
+	c.WriteRaw([]byte(reply))
+}
+
+// AnswerSpec answers an operation that took effect (ok) or did not, in the
+// script's replies, or its error.
+func AnswerSpec(c redcon.Conn, spec *lockscripts.Spec, ok bool, err error) {
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case ok:
+		WriteSpec(c, spec.OK)
+	default:
+		WriteSpec(c, spec.NotOwned)
+	}
+}
+
+// WriteOutcome answers an acquire, extend or release of keys that took
+// effect (ok) or not: the script's own reply (notOK when it did not), or,
+// for a multi-key script that answers a count, the number of keys.
+func WriteOutcome(c redcon.Conn, spec *lockscripts.Spec, keys int, ok bool, notOK string) {
+	switch {
+	case keys > 1 && !spec.MultiOutcome && ok:
+		c.WriteInt(keys)
+	case keys > 1 && !spec.MultiOutcome:
+		c.WriteInt(0)
+	case ok:
+		WriteSpec(c, spec.OK)
+	default:
+		WriteSpec(c, notOK)
+	}
+}
+
+// Release is a release script's call: key deleted from every master where
+// it holds token (engine.Client.Release), counted in o.Metrics.
+func (o Op) Release(key, token string) (engine.ReleaseResult, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.Release(ctx, key, token)
+	o.Metrics.Release(r.Released(o.Eng.Quorum()), err, time.Since(start))
+	return r, err
+}
+
+// WriteRelease answers a release script from the quorum's release (r, or
+// err); released, if not nil, runs first when the lock was released (the
+// reply is spec.OK). With dataBeside the backend holds data beside the
+// locks (proxy/mixed.go), and mirror says what the lock's mirror there
+// held: 1 the token (and no longer does), -1 something else, 0 nothing.
+func (o Op) WriteRelease(c redcon.Conn, spec *lockscripts.Spec, r engine.ReleaseResult, err error, mirror int, dataBeside bool, released func()) {
+	q := o.Eng.Quorum()
+	ok := false
+	switch {
+	case mirror == 1:
+		// The application's keyspace held the token, and no longer does,
+		// as on one Redis; the quorum's copy went too, or goes with its TTL.
+		ok = true
+	case mirror == -1:
+		// Data took the lock's place: on one Redis the key no longer holds
+		// the token, and the script answers so.
+		WriteSpec(c, spec.NotOwned)
+		return
+	case dataBeside && err == nil:
+		// Not in the application's keyspace (renamed, expired there, or
+		// lost with the backend): on one Redis the script finds nothing.
+		// The quorum's copy went all the same.
+		WriteSpec(c, spec.Absent)
+		return
+	case err != nil:
+		WriteErr(c, err)
+		return
+	case r.Released(q):
+		ok = true
+	case r.Absent >= q:
+		WriteSpec(c, spec.Absent)
+		return
+	default:
+		WriteSpec(c, spec.NotOwned)
+		return
+	}
+	if ok && released != nil {
+		released()
+	}
+	WriteSpec(c, spec.OK)
+}
+
+// ReleaseAll is a multi-key release that answers a count (node-redlock's
+// scripts): decided key by key, each key deleted wherever it holds token
+// (engine.Client.ReleaseAll). It returns the number of keys released.
+func (o Op) ReleaseAll(keys []string, token string) (int, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	n, err := o.Eng.ReleaseAll(ctx, keys, token)
+	o.Metrics.Release(n > 0, err, time.Since(start))
+	return n, err
+}
+
+// WriteReleaseCount answers ReleaseAll's count (n, or err).
+func WriteReleaseCount(c redcon.Conn, n int, err error) {
+	if err != nil {
+		WriteErr(c, err)
+		return
+	}
+	c.WriteInt(n)
+}
+
+// ReleaseEvery is a multi-key release that answers an outcome
+// (spec.MultiOutcome): all or none, as one Redis running such a script
+// does. A master deletes the keys only where every one holds token, and
+// the lock was held when a quorum did (engine.Client.ReleaseEvery).
+// WriteRelease, without a mirror, answers it.
+func (o Op) ReleaseEvery(keys []string, token string) (engine.ReleaseResult, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.ReleaseEvery(ctx, keys, token)
+	o.Metrics.Release(r.Released(o.Eng.Quorum()), err, time.Since(start))
+	return r, err
+}
