@@ -224,11 +224,8 @@ func strs(b [][]byte) []string {
 }
 
 // extendIfLeft is an extend that goes ahead only while the lock has at
-// least ARGV[minArg] ms left, answering {outcome, TTL left before}: the
-// lock's state is read on the quorum, then the extend is the usual
-// compare-and-extend on the quorum (the lock may be lost in between, which
-// the extend finds: -1).
-func (s *Server) extendIfLeft(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+// least ARGV[minArg] ms left (quorum.Op.ExtendIfLeft).
+func (s *Server) extendIfLeft(st *client, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
 	v, _ := arg(argv, spec.MinArg)
 	least, ok := lockscripts.ParseInt(v)
 	if !ok {
@@ -239,41 +236,7 @@ func (s *Server) extendIfLeft(st *client, ctx context.Context, c redcon.Conn, sp
 	if !ok {
 		return
 	}
-	reply := func(outcome, left int64) {
-		c.WriteArray(2)
-		c.WriteInt64(outcome)
-		c.WriteInt64(left)
-	}
-	k, err := s.eng(st).Read(ctx, key)
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-		return
-	case !k.Exists:
-		reply(-1, -2)
-		return
-	}
-	// The script compares what is left before it reads the value.
-	left := ms(k.PTTL)
-	switch {
-	case left < least:
-		reply(0, left)
-		return
-	case k.Value != token:
-		reply(-1, left)
-		return
-	}
-	start := time.Now()
-	_, extended, err := s.eng(st).Extend(ctx, key, token, ttl, engine.ExtendSet)
-	s.m.Extend(extended, err, time.Since(start))
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case extended:
-		reply(1, left)
-	default:
-		reply(-1, left)
-	}
+	s.op(st).ExtendIfLeft(c, key, token, least, ttl)
 }
 
 // runReleasePublish runs a release that publishes on channel when it
@@ -367,7 +330,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	case lockscripts.OpAcquire:
 		s.scriptAcquire(st, ctx, c, spec, keys, token, argv)
 	case lockscripts.OpExtend:
-		s.scriptExtendAll(st, ctx, c, spec, keys, token, argv)
+		s.scriptExtendAll(st, c, spec, keys, token, argv)
 	case lockscripts.OpRelease:
 		s.scriptReleaseAll(c, st, spec, keys, token)
 	case lockscripts.OpOwnerTTL:
@@ -456,23 +419,15 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 }
 
 // scriptExtendAll renews keys on every master where all of them hold the
-// token, decided on the quorum (engine.ExtendAll).
-func (s *Server) scriptExtendAll(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+// token, decided on the quorum (quorum.Op.ExtendAll).
+func (s *Server) scriptExtendAll(st *client, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
 	}
-	start := time.Now()
-	r, extended, err := s.eng(st).ExtendAll(ctx, keys, token, ttl)
-	s.m.Extend(extended, err, time.Since(start))
-	switch {
-	case err != nil:
-		quorum.WriteErr(c, err)
-	case !extended && r.Absent >= s.eng(st).Quorum():
-		quorum.WriteOutcome(c, spec, len(keys), false, spec.Absent)
-	default:
-		quorum.WriteOutcome(c, spec, len(keys), extended, spec.NotOwned)
-	}
+	op := s.op(st)
+	r, extended, err := op.ExtendAll(keys, token, ttl)
+	op.WriteExtendAll(c, spec, len(keys), r, extended, err)
 }
 
 // scriptReleaseAll deletes keys from the masters where they hold the
@@ -549,8 +504,6 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	}
 	ctx, cancel := s.opContext()
 	defer cancel()
-	q := s.eng(st).Quorum()
-	start := time.Now()
 	switch spec.Op {
 	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
 		s.runRWScript(st, ctx, c, spec, key, token, argv)
@@ -559,49 +512,11 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	case lockscripts.OpRelease:
 		s.scriptRelease(c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:
-		ttl, ok := s.ttlArg(c, spec, argv)
-		if !ok {
-			return
-		}
-		mode := spec.Mode
-		if spec.AddIf(argv) {
-			mode = engine.ExtendAdd
-		}
-		if s.mixed() {
-			// The application's keyspace decides whether the lock is still
-			// there, as on one Redis; the quorum, whether it is extended.
-			switch m := s.mirrorState(st, key, token); {
-			case m == -1:
-				_, _ = s.eng(st).Release(ctx, key, token) // data took its place: the lock ended
-				quorum.WriteSpec(c, spec.NotOwned)
-				return
-			case m == 0 && mode != engine.ExtendClaim:
-				_, _ = s.eng(st).Release(ctx, key, token) // renamed, expired or lost there: ended
-				quorum.WriteSpec(c, spec.Absent)
-				return
-			}
-		}
-		r, extended, err := s.eng(st).Extend(ctx, key, token, ttl, mode)
-		s.m.Extend(extended, err, time.Since(start))
-		if extended && s.mixed() {
-			s.mirrorExtend(st, key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)
-		}
-		switch {
-		case err != nil:
-			quorum.WriteErr(c, err)
-		case extended:
-			quorum.WriteSpec(c, spec.OK)
-		case r.NoTTL > 0 && spec.NoTTL != "":
-			quorum.WriteSpec(c, spec.NoTTL)
-		case r.Absent >= q:
-			quorum.WriteSpec(c, spec.Absent)
-		default:
-			quorum.WriteSpec(c, spec.NotOwned)
-		}
+		s.scriptExtend(c, st, spec, key, token, argv)
 	case lockscripts.OpAcquire:
 		s.scriptAcquire(st, ctx, c, spec, []string{key}, token, argv)
 	case lockscripts.OpExtendIfLeft:
-		s.extendIfLeft(st, ctx, c, spec, key, token, argv)
+		s.extendIfLeft(st, c, spec, key, token, argv)
 	case lockscripts.OpInspect:
 		k, err := s.eng(st).Read(ctx, key)
 		switch {
@@ -629,6 +544,42 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 			c.WriteInt64(ms(k.PTTL))
 		}
 	}
+}
+
+// scriptExtend renews key for token on the quorum (quorum.Op.Extend), the
+// TTL set as the script sets it. In mixed mode the lock's mirror decides
+// first whether the lock is still there, and is renewed after it.
+func (s *Server) scriptExtend(c redcon.Conn, st *client, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+	ttl, ok := s.ttlArg(c, spec, argv)
+	if !ok {
+		return
+	}
+	mode := spec.Mode
+	if spec.AddIf(argv) {
+		mode = engine.ExtendAdd
+	}
+	if s.mixed() {
+		ctx, cancel := s.opContext()
+		defer cancel()
+		// The application's keyspace decides whether the lock is still
+		// there, as on one Redis; the quorum, whether it is extended.
+		switch m := s.mirrorState(st, key, token); {
+		case m == -1:
+			_, _ = s.eng(st).Release(ctx, key, token) // data took its place: the lock ended
+			quorum.WriteSpec(c, spec.NotOwned)
+			return
+		case m == 0 && mode != engine.ExtendClaim:
+			_, _ = s.eng(st).Release(ctx, key, token) // renamed, expired or lost there: ended
+			quorum.WriteSpec(c, spec.Absent)
+			return
+		}
+	}
+	op := s.op(st)
+	r, extended, err := op.Extend(key, token, ttl, mode)
+	if extended && s.mixed() {
+		s.mirrorExtend(st, key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)
+	}
+	op.WriteExtend(c, spec, r, extended, err)
 }
 
 func arg(argv [][]byte, i int) (string, bool) {

@@ -32,6 +32,8 @@ type Engine interface {
 	Release(ctx context.Context, key, value string) (engine.ReleaseResult, error)
 	ReleaseAll(ctx context.Context, keys []string, value string) (int, error)
 	ReleaseEvery(ctx context.Context, keys []string, value string) (engine.ReleaseResult, error)
+	Extend(ctx context.Context, key, value string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error)
+	ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.ExtendResult, bool, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

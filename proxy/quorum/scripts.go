@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -150,4 +151,114 @@ func (o Op) ReleaseEvery(keys []string, token string) (engine.ReleaseResult, err
 	r, err := o.Eng.ReleaseEvery(ctx, keys, token)
 	o.Metrics.Release(r.Released(o.Eng.Quorum()), err, time.Since(start))
 	return r, err
+}
+
+// Extend is an extend script's call: key renewed for ttl on every master
+// where it holds token, the TTL set as mode says (engine.Client.Extend),
+// counted in o.Metrics.
+func (o Op) Extend(key, token string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.extend(ctx, key, token, ttl, mode)
+}
+
+func (o Op) extend(ctx context.Context, key, token string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error) {
+	start := time.Now()
+	r, extended, err := o.Eng.Extend(ctx, key, token, ttl, mode)
+	o.Metrics.Extend(extended, err, time.Since(start))
+	return r, extended, err
+}
+
+// WriteExtend answers an extend script of one key from the quorum's
+// extend (r and extended, or err): spec.NoTTL, where the script has one,
+// when the key had no TTL to add to.
+func (o Op) WriteExtend(c redcon.Conn, spec *lockscripts.Spec, r engine.ExtendResult, extended bool, err error) {
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case extended:
+		WriteSpec(c, spec.OK)
+	case r.NoTTL > 0 && spec.NoTTL != "":
+		WriteSpec(c, spec.NoTTL)
+	case r.Absent >= o.Eng.Quorum():
+		WriteSpec(c, spec.Absent)
+	default:
+		WriteSpec(c, spec.NotOwned)
+	}
+}
+
+// ExtendAll is a multi-key extend script's call: keys renewed for ttl on
+// every master where all of them hold token, decided on the quorum
+// (engine.Client.ExtendAll), counted in o.Metrics.
+func (o Op) ExtendAll(keys []string, token string, ttl time.Duration) (engine.ExtendResult, bool, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, extended, err := o.Eng.ExtendAll(ctx, keys, token, ttl)
+	o.Metrics.Extend(extended, err, time.Since(start))
+	return r, extended, err
+}
+
+// WriteExtendAll answers a multi-key extend script of keys keys from
+// ExtendAll's outcome (r and extended, or err).
+func (o Op) WriteExtendAll(c redcon.Conn, spec *lockscripts.Spec, keys int, r engine.ExtendResult, extended bool, err error) {
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case !extended && r.Absent >= o.Eng.Quorum():
+		WriteOutcome(c, spec, keys, false, spec.Absent)
+	default:
+		WriteOutcome(c, spec, keys, extended, spec.NotOwned)
+	}
+}
+
+// ExtendIfLeft runs an extend that goes ahead only while the lock has at
+// least least ms left, and answers as the script does, {outcome, TTL left
+// before}: the lock's state is read on the quorum, then the extend is the
+// usual compare-and-extend on the quorum (the lock may be lost in between,
+// which the extend finds: -1).
+func (o Op) ExtendIfLeft(c redcon.Conn, key, token string, least int64, ttl time.Duration) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	reply := func(outcome, left int64) {
+		c.WriteArray(2)
+		c.WriteInt64(outcome)
+		c.WriteInt64(left)
+	}
+	k, err := o.Eng.Read(ctx, key)
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+		return
+	case !k.Exists:
+		reply(-1, -2)
+		return
+	}
+	// The script compares what is left before it reads the value.
+	left := ms(k.PTTL)
+	switch {
+	case left < least:
+		reply(0, left)
+		return
+	case k.Value != token:
+		reply(-1, left)
+		return
+	}
+	_, extended, err := o.extend(ctx, key, token, ttl, engine.ExtendSet)
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case extended:
+		reply(1, left)
+	default:
+		reply(-1, left)
+	}
+}
+
+// ms is a TTL in milliseconds as Redis answers it: -1 and -2 as they are.
+func ms(d time.Duration) int64 {
+	if d < 0 {
+		return int64(d)
+	}
+	return d.Milliseconds()
 }
