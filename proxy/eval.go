@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -178,14 +177,7 @@ func (s *Server) timeProbe(c redcon.Conn, st *client, keys [][]byte, src string,
 	case !s.isLockKey(keys[0]):
 		s.forwardScript(c, st, src, args)
 	default:
-		w, err := s.eng(st).NoteTTL(string(keys[0]), time.Millisecond)
-		if err != nil {
-			quorum.WriteErr(c, err)
-			return
-		}
-		if _, ok := s.op(st).Majority(c, []any{"set", string(keys[0]), "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
-			c.WriteInt(1)
-		}
+		s.op(st).TimeProbe(c, string(keys[0]))
 	}
 }
 
@@ -334,7 +326,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	case lockscripts.OpRelease:
 		s.scriptReleaseAll(c, st, spec, keys, token)
 	case lockscripts.OpOwnerTTL:
-		s.ownerTTLAll(st, ctx, c, spec, keys, token)
+		s.op(st).OwnerTTLAll(c, spec, keys, token)
 	default:
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script takes one key")
 	}
@@ -455,48 +447,6 @@ func (s *Server) scriptReleaseAll(c redcon.Conn, st *client, spec *lockscripts.S
 	op.WriteRelease(c, spec, r, err, 0, false, nil)
 }
 
-// ownerTTLAll answers an owner TTL of several keys as one Redis holding
-// the quorum's state would: when each key holds the token on a quorum,
-// the least of the keys' TTLs (each the quorum's, engine.KeyState.PTTL), a
-// key without expiry counting as the longest; with spec.Positive, the
-// least positive one, 0 when none is. Otherwise Absent when the keys that
-// do not hold the token are absent from a quorum, NotOwned when one holds
-// another value; NOQUORUM when a key's state cannot be known and none is
-// known not to hold the token.
-func (s *Server) ownerTTLAll(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string) {
-	least := int64(-1)
-	notHeld, absent := 0, 0
-	var rerr error
-	for _, key := range keys {
-		k, err := s.eng(st).Read(ctx, key)
-		p := ms(k.PTTL)
-		switch {
-		case err != nil:
-			rerr = cmp.Or(rerr, err)
-		case !k.Exists:
-			notHeld++
-			absent++
-		case k.Value != token:
-			notHeld++
-		case p < 0 || p == 0 && spec.Positive:
-		case least < 0 || p < least:
-			least = p
-		}
-	}
-	switch {
-	case notHeld > 0 && absent == notHeld:
-		quorum.WriteSpec(c, spec.Absent)
-	case notHeld > 0:
-		quorum.WriteSpec(c, spec.NotOwned)
-	case rerr != nil:
-		quorum.WriteErr(c, rerr)
-	case least < 0 && spec.Positive:
-		c.WriteInt(0)
-	default:
-		c.WriteInt64(least)
-	}
-}
-
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
 	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
@@ -518,31 +468,9 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	case lockscripts.OpExtendIfLeft:
 		s.extendIfLeft(st, c, spec, key, token, argv)
 	case lockscripts.OpInspect:
-		k, err := s.eng(st).Read(ctx, key)
-		switch {
-		case err != nil:
-			quorum.WriteErr(c, err)
-		case !k.Exists:
-			c.WriteNull()
-		default:
-			c.WriteArray(2)
-			c.WriteBulkString(k.Value)
-			c.WriteInt64(ms(k.PTTL))
-		}
+		s.op(st).Inspect(c, key)
 	case lockscripts.OpOwnerTTL:
-		k, err := s.eng(st).Read(ctx, key)
-		switch {
-		case err != nil:
-			quorum.WriteErr(c, err)
-		case !k.Exists:
-			quorum.WriteSpec(c, spec.Absent)
-		case k.Value != token:
-			quorum.WriteSpec(c, spec.NotOwned)
-		case k.PTTL < 0 && spec.Positive:
-			c.WriteInt(0)
-		default:
-			c.WriteInt64(ms(k.PTTL))
-		}
+		s.op(st).OwnerTTL(c, spec, key, token)
 	}
 }
 

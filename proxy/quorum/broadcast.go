@@ -34,6 +34,7 @@ type Engine interface {
 	ReleaseEvery(ctx context.Context, keys []string, value string) (engine.ReleaseResult, error)
 	Extend(ctx context.Context, key, value string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error)
 	ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.ExtendResult, bool, error)
+	NoteTTL(key string, ttl time.Duration) (*engine.TTLWrite, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -261,4 +262,98 @@ func ms(d time.Duration) int64 {
 		return int64(d)
 	}
 	return d.Milliseconds()
+}
+
+// Inspect answers an inspect script (redlock-universal's): {value, PTTL}
+// of key as the quorum reads it, nil when a quorum does not hold it.
+func (o Op) Inspect(c redcon.Conn, key string) {
+	k, err := o.Read([]byte(key))
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case !k.Exists:
+		c.WriteNull()
+	default:
+		c.WriteArray(2)
+		c.WriteBulkString(k.Value)
+		c.WriteInt64(ms(k.PTTL))
+	}
+}
+
+// OwnerTTL answers an owner TTL script of one key: the key's TTL as the
+// quorum reads it when it holds token (with spec.Positive, 0 rather than
+// a negative TTL), else spec.Absent or spec.NotOwned.
+func (o Op) OwnerTTL(c redcon.Conn, spec *lockscripts.Spec, key, token string) {
+	k, err := o.Read([]byte(key))
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case !k.Exists:
+		WriteSpec(c, spec.Absent)
+	case k.Value != token:
+		WriteSpec(c, spec.NotOwned)
+	case k.PTTL < 0 && spec.Positive:
+		c.WriteInt(0)
+	default:
+		c.WriteInt64(ms(k.PTTL))
+	}
+}
+
+// OwnerTTLAll answers an owner TTL of several keys as one Redis holding
+// the quorum's state would: when each key holds token on a quorum, the
+// least of the keys' TTLs (each the quorum's, engine.KeyState.PTTL), a
+// key without expiry counting as the longest; with spec.Positive, the
+// least positive one, 0 when none is. Otherwise spec.Absent when the keys
+// that do not hold token are absent from a quorum, spec.NotOwned when one
+// holds another value; NOQUORUM when a key's state cannot be known and
+// none is known not to hold token. The keys are read under one operation
+// context.
+func (o Op) OwnerTTLAll(c redcon.Conn, spec *lockscripts.Spec, keys []string, token string) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	least := int64(-1)
+	notHeld, absent := 0, 0
+	var rerr error
+	for _, key := range keys {
+		k, err := o.Eng.Read(ctx, key)
+		p := ms(k.PTTL)
+		switch {
+		case err != nil:
+			rerr = cmp.Or(rerr, err)
+		case !k.Exists:
+			notHeld++
+			absent++
+		case k.Value != token:
+			notHeld++
+		case p < 0 || p == 0 && spec.Positive:
+		case least < 0 || p < least:
+			least = p
+		}
+	}
+	switch {
+	case notHeld > 0 && absent == notHeld:
+		WriteSpec(c, spec.Absent)
+	case notHeld > 0:
+		WriteSpec(c, spec.NotOwned)
+	case rerr != nil:
+		WriteErr(c, rerr)
+	case least < 0 && spec.Positive:
+		c.WriteInt(0)
+	default:
+		c.WriteInt64(least)
+	}
+}
+
+// TimeProbe answers Symfony Lock's probe of TIME in scripts as the script
+// does on a lock key: 1, once key is set to "1" for a millisecond on a
+// quorum of masters (as SET of a lock key is).
+func (o Op) TimeProbe(c redcon.Conn, key string) {
+	w, err := o.Eng.NoteTTL(key, time.Millisecond)
+	if err != nil {
+		WriteErr(c, err)
+		return
+	}
+	if _, ok := o.Majority(c, []any{"set", key, "1", "px", "1"}, w, func(r engine.Result) bool { return r.Err == nil }, false); ok {
+		c.WriteInt(1)
+	}
 }
