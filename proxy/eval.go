@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -316,11 +315,9 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 	if !ok {
 		return
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
 	switch spec.Op {
 	case lockscripts.OpAcquire:
-		s.scriptAcquire(st, ctx, c, spec, keys, token, argv)
+		s.scriptAcquire(st, c, spec, keys, token, argv)
 	case lockscripts.OpExtend:
 		s.scriptExtendAll(st, c, spec, keys, token, argv)
 	case lockscripts.OpRelease:
@@ -338,7 +335,7 @@ func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.
 // takes them again: each master where every key holds its token (or a
 // value that starts with its prefix) sets them to token with the new TTL,
 // decided on the quorum as an extend is (engine.Reacquire).
-func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
+func (s *Server) scriptAcquire(st *client, c redcon.Conn, spec *lockscripts.Spec, keys []string, token string, argv [][]byte) {
 	ttl, ok := s.ttlArg(c, spec, argv)
 	if !ok {
 		return
@@ -365,14 +362,13 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 		}
 		mirrored = err == nil && v != nil
 	}
+	op := s.op(st)
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
 		r, err = s.acquireRaw(st, keys[0], token, ttl)
 	} else {
-		start := time.Now()
-		r, err = s.eng(st).AcquireAll(ctx, keys, token, ttl)
-		s.m.Acquire(err, time.Since(start))
+		r, err = op.AcquireAll(keys, token, ttl)
 	}
 	unmirror := func() {
 		if mirrored {
@@ -388,22 +384,13 @@ func (s *Server) scriptAcquire(st *client, ctx context.Context, c redcon.Conn, s
 	case reclaims && (r.Prev == nil || h.Holds(*r.Prev)):
 		// Each master decides as the script does; the quorum, as an
 		// extend.
-		start := time.Now()
-		_, renewed, err := s.eng(st).Reacquire(ctx, keys, token, ttl, h)
-		s.m.Extend(renewed, err, time.Since(start))
+		renewed, err := op.Reacquire(keys, token, ttl, h)
 		if renewed && len(keys) == 1 && s.mixed() {
 			s.mirrorTake(st, keys[0], token, ttl.Milliseconds())
 		} else if !renewed {
 			unmirror()
 		}
-		switch {
-		case err != nil:
-			quorum.WriteErr(c, err)
-		case renewed && (len(keys) == 1 || spec.MultiOutcome):
-			quorum.WriteSpec(c, spec.Reclaimed)
-		default:
-			quorum.WriteOutcome(c, spec, len(keys), renewed, spec.NotOwned)
-		}
+		quorum.WriteReacquired(c, spec, len(keys), renewed, err)
 	default:
 		unmirror()
 		quorum.WriteOutcome(c, spec, len(keys), false, spec.NotOwned)
@@ -447,24 +434,30 @@ func (s *Server) scriptReleaseAll(c redcon.Conn, st *client, spec *lockscripts.S
 	op.WriteRelease(c, spec, r, err, 0, false, nil)
 }
 
+// runScript runs a recognised lock script of one key on the quorum: the
+// script's operation in package quorum, with the session's part (leases,
+// mixed mode's mirrors) here; read/write locks and semaphores in
+// rwlock.go and semaphore.go.
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
 	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
 	switch spec.Op {
 	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
+		ctx, cancel := s.opContext()
+		defer cancel()
 		s.runRWScript(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
+		ctx, cancel := s.opContext()
+		defer cancel()
 		s.runPermitScript(st, ctx, c, spec, key, token, argv)
 	case lockscripts.OpRelease:
 		s.scriptRelease(c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:
 		s.scriptExtend(c, st, spec, key, token, argv)
 	case lockscripts.OpAcquire:
-		s.scriptAcquire(st, ctx, c, spec, []string{key}, token, argv)
+		s.scriptAcquire(st, c, spec, []string{key}, token, argv)
 	case lockscripts.OpExtendIfLeft:
 		s.extendIfLeft(st, c, spec, key, token, argv)
 	case lockscripts.OpInspect:

@@ -35,6 +35,8 @@ type Engine interface {
 	Extend(ctx context.Context, key, value string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error)
 	ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	NoteTTL(key string, ttl time.Duration) (*engine.TTLWrite, error)
+	AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.AcquireResult, error)
+	Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h engine.Holder) (engine.ExtendResult, bool, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

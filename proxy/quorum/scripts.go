@@ -357,3 +357,44 @@ func (o Op) TimeProbe(c redcon.Conn, key string) {
 		c.WriteInt(1)
 	}
 }
+
+// AcquireAll is an acquire script's call on several keys: all or none on
+// each master (engine.Client.AcquireAll), counted in o.Metrics. A granted
+// acquire answers WriteOutcome's OK; one not granted may be reclaimed
+// (Reacquire).
+func (o Op) AcquireAll(keys []string, token string, ttl time.Duration) (engine.AcquireResult, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.AcquireAll(ctx, keys, token, ttl)
+	o.Metrics.Acquire(err, time.Since(start))
+	return r, err
+}
+
+// Reacquire is a reclaiming acquire's second call, when a quorum holds the
+// keys for the caller already (lockscripts.Spec.Reclaims): each master
+// where every key holds token, or a value h takes for the caller's, sets
+// them to token with the new TTL, decided on the quorum as an extend is
+// (engine.Client.Reacquire), and counted as one.
+func (o Op) Reacquire(keys []string, token string, ttl time.Duration, h engine.Holder) (bool, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	_, renewed, err := o.Eng.Reacquire(ctx, keys, token, ttl, h)
+	o.Metrics.Extend(renewed, err, time.Since(start))
+	return renewed, err
+}
+
+// WriteReacquired answers Reacquire's outcome (renewed, or err) for an
+// acquire script of keys keys: spec.Reclaimed where the caller took the
+// keys back and the script answers an outcome.
+func WriteReacquired(c redcon.Conn, spec *lockscripts.Spec, keys int, renewed bool, err error) {
+	switch {
+	case err != nil:
+		WriteErr(c, err)
+	case renewed && (keys == 1 || spec.MultiOutcome):
+		WriteSpec(c, spec.Reclaimed)
+	default:
+		WriteOutcome(c, spec, keys, renewed, spec.NotOwned)
+	}
+}
