@@ -217,7 +217,7 @@ func strs(b [][]byte) []string {
 // extendIfLeft is an extend that goes ahead only while the lock has at
 // least ARGV[minArg] ms left (quorum.Op.ExtendIfLeft).
 func (s *Server) extendIfLeft(st *client, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
-	v, _ := arg(argv, spec.MinArg)
+	v, _ := quorum.Arg(argv, spec.MinArg)
 	least, ok := lockscripts.ParseInt(v)
 	if !ok {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of milliseconds in ARGV[" + strconv.Itoa(spec.MinArg+1) + "]")
@@ -233,7 +233,7 @@ func (s *Server) extendIfLeft(st *client, c redcon.Conn, spec *lockscripts.Spec,
 // runReleasePublish runs a release that publishes on channel when it
 // removes the key: on the quorum, then one PUBLISH on the backend.
 func (s *Server) runReleasePublish(c redcon.Conn, st *client, spec *lockscripts.Spec, key, channel string, argv [][]byte) {
-	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
+	token, ok := quorum.ScriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
@@ -261,57 +261,12 @@ func (s *Server) scriptRelease(c redcon.Conn, st *client, spec *lockscripts.Spec
 	op.WriteRelease(c, spec, r, err, mirror, s.mixed(), released)
 }
 
-// scriptToken reads a recognised script's token (none for an inspect) and
-// checks the database it selects, answering the error when either is
-// wrong: what every script operation checks before it runs.
-func scriptToken(c redcon.Conn, db int, spec *lockscripts.Spec, argv [][]byte) (string, bool) {
-	token, ok := arg(argv, spec.TokenArg)
-	if !ok && spec.Op != lockscripts.OpInspect {
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.TokenArg+1) + "]")
-		return "", false
-	}
-	if spec.ClockArg >= 0 {
-		// Not used (each master reads its own clock), but the script would
-		// fail on a value that is not a number.
-		if v, ok := arg(argv, spec.ClockArg); !ok || !lockscripts.IsDecimal(v) {
-			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a clock, a decimal number, in ARGV[" + strconv.Itoa(spec.ClockArg+1) + "]")
-			return "", false
-		}
-	}
-	return token, selectsDatabase(c, db, spec, argv)
-}
-
-// selectsDatabase reports whether a script that SELECTs a database first
-// (spec.DBArg) selects db, the client's, and refuses it otherwise: the
-// proxy runs it on the quorum of the client's database (databases.go).
-// What is not an integer as Redis writes one is refused too: the script
-// reads it with tonumber, which takes " 1", "0x1" and "1e0" for database 1.
-func selectsDatabase(c redcon.Conn, db int, spec *lockscripts.Spec, argv [][]byte) bool {
-	if spec.DBArg == 0 {
-		return true
-	}
-	v, ok := arg(argv, spec.DBArg-1)
-	if !ok {
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs ARGV[" + strconv.Itoa(spec.DBArg) + "]")
-		return false
-	}
-	switch n, ok := lockscripts.ParseInt(v); {
-	case !ok:
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a database number in ARGV[" + strconv.Itoa(spec.DBArg) + "]")
-		return false
-	case n != int64(db):
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script selects database " + strconv.FormatInt(n, 10) + ", the connection is on database " + strconv.Itoa(db) + "; SELECT it first")
-		return false
-	}
-	return true
-}
-
 // runMultiKeyScript runs a script over several keys, all or none: an
 // acquire, extend or release answers the number of keys it acted on, or,
 // with spec.MultiOutcome, its outcome as one key's script answers it; an
 // owner TTL answers the least of the keys' TTLs.
 func (s *Server) runMultiKeyScript(c redcon.Conn, st *client, spec *lockscripts.Spec, keys []string, argv [][]byte) {
-	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
+	token, ok := quorum.ScriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
@@ -439,7 +394,7 @@ func (s *Server) scriptReleaseAll(c redcon.Conn, st *client, spec *lockscripts.S
 // mixed mode's mirrors) here; read/write locks and semaphores in
 // rwlock.go and semaphore.go.
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
-	token, ok := scriptToken(c, s.dbOf(st).n, spec, argv)
+	token, ok := quorum.ScriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
 		return
 	}
@@ -503,20 +458,11 @@ func (s *Server) scriptExtend(c redcon.Conn, st *client, spec *lockscripts.Spec,
 	op.WriteExtend(c, spec, r, extended, err)
 }
 
-func arg(argv [][]byte, i int) (string, bool) {
-	if i < 0 || i >= len(argv) {
-		return "", false
-	}
-	return string(argv[i]), true
-}
-
-// ttlArg reads a script's TTL argument; Lua would fail on a non-number too.
-// Negative values are kept: PEXPIRE with one ends the key, as on Redis;
-// an acquire's TTL must be positive, its expiry time in the future. A TTL
-// above redlock.max_lock_ttl is refused here, before anything is sent
-// (the quorum's reads included).
+// ttlArg reads a script's TTL argument (quorum.ScriptTTL). A TTL above
+// redlock.max_lock_ttl is refused here, before anything is sent (the
+// quorum's reads included).
 func (s *Server) ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
-	ttl, ok := ttlArgOf(c, spec, argv)
+	ttl, ok := quorum.ScriptTTL(c, spec, argv)
 	if ok {
 		if err := s.rl.CheckTTL(ttl); err != nil {
 			quorum.WriteErr(c, err)
@@ -524,41 +470,6 @@ func (s *Server) ttlArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (t
 		}
 	}
 	return ttl, ok
-}
-
-// ttlArgOf is ttlArg without the bound.
-func ttlArgOf(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Duration, bool) {
-	v, ok := arg(argv, spec.TTLArg)
-	n, valid := lockscripts.ParseInt(v)
-	limit := int64(1<<62) / int64(spec.TTLUnit)
-	if !ok || !valid || n > limit || n < -limit || n <= 0 && positiveTTL(spec) {
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a TTL in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "]")
-		return 0, false
-	}
-	if spec.Absolute {
-		// A Unix time (PXAT, PEXPIREAT), read against the proxy's clock:
-		// the TTL is what is left of it now.
-		at := time.UnixMilli(n)
-		if spec.TTLUnit == time.Second {
-			at = time.Unix(n, 0)
-		}
-		ttl := time.Until(at)
-		if ttl <= 0 && spec.Op.PositiveTTL() {
-			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script's expiry time in ARGV[" + strconv.Itoa(spec.TTLArg+1) + "] has passed")
-			return 0, false
-		}
-		return ttl.Round(time.Millisecond), true
-	}
-	return time.Duration(n) * spec.TTLUnit, true
-}
-
-// positiveTTL reports whether a script's TTL must be positive: it takes a
-// lock or a permit, renews a permit, or renews keys with SET … PX, which
-// fails on a TTL of 0 or less where PEXPIRE ends the key (a claim takes
-// an absent key with SET; of the multi-key extends, node-redlock's and
-// sesamecare's use SET and bsm/redislock's PEXPIRE: all are refused).
-func positiveTTL(spec *lockscripts.Spec) bool {
-	return spec.Op.PositiveTTL() || spec.Op == lockscripts.OpExtend && (spec.Multi || spec.Mode == engine.ExtendClaim)
 }
 
 // cmdScript answers SCRIPT LOAD, EXISTS and FLUSH from the proxy's own cache,

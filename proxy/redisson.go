@@ -44,9 +44,9 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 	}
 	holder, ok := "", false
 	if spec.Op == lockscripts.OpHashForceUnlock {
-		ok = selectsDatabase(c, s.dbOf(st).n, spec, argv)
+		ok = quorum.SelectsDatabase(c, s.dbOf(st).n, spec, argv)
 	} else {
-		holder, ok = scriptToken(c, s.dbOf(st).n, spec, argv)
+		holder, ok = quorum.ScriptToken(c, s.dbOf(st).n, spec, argv)
 	}
 	if !ok {
 		return
@@ -100,7 +100,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		case err != nil:
 			quorum.WriteErr(c, err)
 		case deleted:
-			msg, _ := arg(argv, 0)
+			msg, _ := quorum.Arg(argv, 0)
 			s.forward(wire.Discard{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
 			c.WriteInt(1)
 		default:
@@ -124,7 +124,7 @@ func publishCommand(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte, i int)
 	if spec.Op == lockscripts.OpHashRelease && spec.Form == lockscripts.HashPublishFixed {
 		return "publish", true
 	}
-	v, _ := arg(argv, i)
+	v, _ := quorum.Arg(argv, i)
 	switch strings.ToLower(v) {
 	case "publish", "spublish":
 		return strings.ToLower(v), true
@@ -149,7 +149,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 	}
 	latch, latchMS := "", int64(0)
 	if spec.Form == lockscripts.HashPublishLatch {
-		v, _ := arg(argv, 4)
+		v, _ := quorum.Arg(argv, 4)
 		n, ok := lockscripts.ParseInt(v)
 		if !ok || n <= 0 {
 			c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs the latch's time in ARGV[5]")
@@ -185,7 +185,7 @@ func (s *Server) hashRelease(c redcon.Conn, st *client, spec *lockscripts.Spec, 
 		s.eng(st).Broadcast(ctx, latch, func([]engine.Result) bool { n++; return n >= q }, "set", latch, out, "px", latchMS)
 	}
 	if out == 1 {
-		msg, _ := arg(argv, 0)
+		msg, _ := quorum.Arg(argv, 0)
 		s.forward(wire.Discard{}, st, [][]byte{[]byte(publish), []byte(keys[1]), []byte(msg)}, false)
 	}
 	c.WriteInt64(out)

@@ -76,7 +76,7 @@ func (s *Server) runPermitScript(st *client, ctx context.Context, c redcon.Conn,
 // Redis writes one (the library's script fails on what is not a number,
 // and reads " 2" or "2.5" as tonumber does; the proxy refuses those).
 func limitArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (int64, bool) {
-	v, ok := arg(argv, spec.LimitArg)
+	v, ok := quorum.Arg(argv, spec.LimitArg)
 	n, valid := lockscripts.ParseInt(v)
 	if !ok || !valid {
 		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.LimitArg+1) + "]")
