@@ -35,7 +35,8 @@
 //   - Lock commands on the quorum: package quorum (parsing SET's and
 //     GETEX's options, the quorum's reads of a lock key and their replies,
 //     a command sent to every master and the answer a quorum gave, an
-//     operation's context, Go errors to RESP replies; it never sees a
+//     operation's context, Go errors to RESP replies, and the recognised
+//     lock scripts' arguments, engine calls and replies; it never sees a
 //     client's session or the backend), called by quorumcmds.go (SET NX
 //     and its forms, GET, PTTL, EXISTS, DEL, EXPIRE… of lock keys: the
 //     client's engine, leases and mixed mode's mirrors; Server.op, what a
@@ -43,7 +44,10 @@
 //     operation carries).
 //   - Lock scripts: package lockscripts recognises them (normalising, the
 //     digests, the script cache, the libraries' scripts and [[scripts]],
-//     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT),
+//     each a lockscripts.Spec); eval.go runs them (EVAL/EVALSHA, SCRIPT:
+//     the script cache, the spec, the session's part of a script's
+//     operation — leases, mixed mode's mirrors, a release's PUBLISH —
+//     around package quorum's Op.Release, Op.Extend, Op.OwnerTTL…),
 //     with rwlock.go (Symfony's read/write locks), redisson.go (Redisson's
 //     RLock, a hash lock), redissonhash.go (Redisson's hash reads) and
 //     semaphore.go (redis-semaphore's counting semaphores, and the
@@ -72,6 +76,6 @@
 //
 // Imports go one way: proxy imports proxy/admin, proxy/backend,
 // proxy/lockscripts, proxy/quorum and proxy/wire, none of which imports
-// proxy; of them only proxy/backend imports another (proxy/wire; the
-// tests of proxy/quorum use it too).
+// proxy; of them only proxy/backend (proxy/wire) and proxy/quorum
+// (proxy/lockscripts; proxy/wire in its tests) import another.
 package proxy
