@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +87,7 @@ func newClusterWorld(t *testing.T, sch schedule, seed int64) *clusterWorld {
 		// attempt record (Redisson) share the lock's slot only so.
 		keys: []string{"lock:{a}", "lock:{b}", "lock:{c}", "lock:{d}", "lock:{e}", "lock:{f}"}}
 	cw := &clusterWorld{world: w}
+	w.faulter = cw.fault
 	replicas := 0
 	if sch.faults["shard-failover"] > 0 || sch.faults["shard-failover-pause"] > 0 {
 		replicas = 1
@@ -144,46 +144,6 @@ format = "json"
 		}
 	}
 	return cw
-}
-
-// run plays the schedule for d (or until the first violation, with
-// stopAtViolation) and returns the violations.
-func (cw *clusterWorld) run(d time.Duration, stopAtViolation bool) []string {
-	w := cw.world
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 12; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			w.client(i, rand.New(rand.NewSource(w.seed+int64(i)+1)), stop)
-		}(i)
-	}
-	for p := range w.proxies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.prober(p, stop)
-		}()
-	}
-	rng := rand.New(rand.NewSource(w.seed))
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		kind := pick(rng, w.sch.faults)
-		w.h.count("fault drawn: " + kind)
-		cw.fault(rng, kind)
-		pause := w.sch.pause
-		if pause[1] == 0 {
-			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
-		}
-		time.Sleep(randDur(rng, pause[0], pause[1]))
-		if stopAtViolation && len(w.failures()) > 0 {
-			break
-		}
-	}
-	close(stop)
-	wg.Wait()
-	return w.failures()
 }
 
 // holdVoter holds back everything sent to voter k's nodes; the returned

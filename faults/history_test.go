@@ -478,9 +478,12 @@ func randDur(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // world is one run: masters, relays, proxies, the history.
 type world struct {
-	t       *testing.T
-	sch     schedule
-	seed    int64
+	t    *testing.T
+	sch  schedule
+	seed int64
+	// faulter plays a fault of the schedule in place of fault (a world
+	// whose voters are Redis Clusters: clusterWorld.fault).
+	faulter func(rng *rand.Rand, kind string)
 	masters []*redistest.Server // each voter's process now (mmu: a failover replaces it)
 	mmu     sync.Mutex
 	relays  []*redistest.Relay
@@ -655,7 +658,11 @@ func (w *world) run(d time.Duration, stopAtViolation bool) []string {
 	for time.Now().Before(deadline) {
 		kind := pick(rng, w.sch.faults)
 		w.h.count("fault drawn: " + kind)
-		w.fault(rng, kind)
+		if w.faulter != nil {
+			w.faulter(rng, kind)
+		} else {
+			w.fault(rng, kind)
+		}
 		pause := w.sch.pause
 		if pause[1] == 0 {
 			pause = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}

@@ -44,8 +44,9 @@ var markedDownRE = regexp.MustCompile(`master\d+:[^\r]*,marked_down=(\d+),`)
 // A 25 MB value on a lock key, written on the masters directly, is read
 // through the proxy binary by a client in a loop, across slow links to
 // the masters, while four others
-// acquire and release keys of their own: none of their operations fails,
-// no master is marked down, and the proxy's resident memory is reported
+// acquire and release keys of their own: none of their operations fails
+// (at most 1%, which a loaded machine's stalls can fail on their own), no
+// master is marked down, and the proxy's resident memory is reported
 // (and bounded): with the default proxy.max_lock_value the value never
 // leaves the masters; with the bound raised to 64 MB the read holds one
 // copy of it, not one per master (and the reply being written). The same run with the engine's guard
@@ -180,13 +181,18 @@ func TestLongValueReadMemory(t *testing.T) {
 				"%d lock operations, %d failed (last: %v); %d reads of 25 MB, %d served (last error: %v); masters marked down %d times",
 				tc.name, float64(rss0)/1024, float64(hwm0)/1024, float64(peakRSS)/1024, float64(peakHeap)/(1<<20), float64(hwm)/1024,
 				ops.Load(), fails.Load(), lastErr.Load(), reads.Load(), served.Load(), readErr.Load(), downs)
+			// A loaded machine can fail a few operations at the node
+			// timeout whatever the reads do (4 of 2081 in one CI run, no
+			// master marked down); the reads starving the lock pipeline
+			// fail many (39 of 99 in the control's run beside it).
+			starved := fails.Load()*100 > ops.Load()
 			if tc.control {
-				if fails.Load() == 0 {
-					t.Fatalf("with the guard off no lock operation failed (%d): the control shows nothing", ops.Load())
+				if !starved {
+					t.Fatalf("with the guard off %d of %d lock operations failed, no more than 1%%: the control shows nothing", fails.Load(), ops.Load())
 				}
 				return
 			}
-			if fails.Load() != 0 || downs != 0 {
+			if starved || downs != 0 {
 				t.Errorf("%d of %d lock operations failed (last: %v); masters marked down %d times", fails.Load(), ops.Load(), lastErr.Load(), downs)
 			}
 			if tc.served != (served.Load() > 0) || tc.served && served.Load() != reads.Load() {

@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,18 @@ type env struct {
 	srv     *proxy.Server
 	addr    string
 	c       *redis.Client
+	logs    *logBuf // the proxy's log lines (warnings and above)
+}
+
+// testConfig is the tests' proxy configuration in front of masters: a
+// free port, the restart guard off, a node timeout of 200 ms.
+func testConfig(masters []string) proxy.Config {
+	cfg := proxy.DefaultConfig()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Redlock.Masters = masters
+	cfg.Redlock.RestartGuard = false
+	cfg.Redlock.NodeTimeout = proxy.Duration{Duration: 200 * time.Millisecond}
+	return cfg
 }
 
 // newEnv starts n real masters and an in-process proxy in front of them,
@@ -27,11 +41,7 @@ type env struct {
 func newEnv(t *testing.T, n int, mutate func(*proxy.Config)) *env {
 	t.Helper()
 	e := &env{t: t, masters: redistest.StartN(t, n)}
-	cfg := proxy.DefaultConfig()
-	cfg.Proxy.Listen = "127.0.0.1:0"
-	cfg.Redlock.Masters = redistest.Addrs(e.masters)
-	cfg.Redlock.RestartGuard = false
-	cfg.Redlock.NodeTimeout = proxy.Duration{Duration: 200 * time.Millisecond}
+	cfg := testConfig(redistest.Addrs(e.masters))
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -42,7 +52,8 @@ func newEnv(t *testing.T, n int, mutate func(*proxy.Config)) *env {
 func (e *env) startProxy(cfg proxy.Config) {
 	t := e.t
 	t.Helper()
-	srv, err := proxy.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	e.logs = &logBuf{}
+	srv, err := proxy.New(cfg, zerolog.New(zerolog.MultiLevelWriter(e.logs, zerolog.NewTestWriter(t))).Level(zerolog.WarnLevel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,4 +161,22 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// logBuf collects a proxy's log lines, safe for its goroutines.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

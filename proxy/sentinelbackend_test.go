@@ -1,40 +1,19 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/redlock-proxy/redlock-proxy/internal/redistest"
 	"github.com/redlock-proxy/redlock-proxy/proxy"
 )
-
-// logBuf collects a proxy's log lines, safe for its goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // sentinelBackendProxy runs an in-process proxy in front of three plain
 // masters, its passthrough backend the Sentinel group g (or, with
@@ -42,32 +21,19 @@ func (l *logBuf) String() string {
 // Locks live under lock:*.
 func sentinelBackendProxy(t *testing.T, g *redistest.SentinelGroup, voting bool) (*redis.Client, string, *logBuf) {
 	t.Helper()
-	cfg := proxy.DefaultConfig()
-	cfg.Proxy.Listen = "127.0.0.1:0"
-	cfg.Proxy.LockKeys = []string{"lock:*"}
+	var cfg proxy.Config
 	if voting {
-		cfg.Redlock.Masters = append([]string{g.URL()}, redistest.Addrs(redistest.StartN(t, 2))...)
+		cfg = testConfig(append([]string{g.URL()}, redistest.Addrs(redistest.StartN(t, 2))...))
 	} else {
+		cfg = testConfig(redistest.Addrs(redistest.StartN(t, 3)))
 		cfg.Proxy.Backend = g.URL()
-		cfg.Redlock.Masters = redistest.Addrs(redistest.StartN(t, 3))
 	}
-	cfg.Redlock.RestartGuard = false
-	cfg.Redlock.NodeTimeout = proxy.Duration{Duration: 200 * time.Millisecond}
-	logs := &logBuf{}
-	srv, err := proxy.New(cfg, zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.WarnLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = srv.Serve(); close(done) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
-	c := redis.NewClient(&redis.Options{Addr: a.String(), MaxRetries: -1, Protocol: 2, ReadTimeout: 5 * time.Second})
+	cfg.Proxy.LockKeys = []string{"lock:*"}
+	e := &env{t: t}
+	e.startProxy(cfg)
+	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1, Protocol: 2, ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = c.Close() })
-	return c, a.String(), logs
+	return c, e.addr, e.logs
 }
 
 // getOn reads key on one server directly; "" when it does not hold it.
