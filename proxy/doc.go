@@ -48,7 +48,8 @@
 //     the script cache, the spec, the session's part of a script's
 //     operation — leases, mixed mode's mirrors, a release's PUBLISH —
 //     around package quorum's Op.Release, Op.Extend, Op.OwnerTTL…),
-//     with rwlock.go (Symfony's read/write locks), redisson.go (Redisson's
+//     with rwlock.go (Symfony's read/write locks, run by quorum's
+//     Op.RWScript once their TTL is read), redisson.go (Redisson's
 //     RLock, a hash lock), redissonhash.go (Redisson's hash reads) and
 //     semaphore.go (redis-semaphore's counting semaphores, and the
 //     sorted-set commands on their keys).

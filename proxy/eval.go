@@ -391,8 +391,8 @@ func (s *Server) scriptReleaseAll(c redcon.Conn, st *client, spec *lockscripts.S
 
 // runScript runs a recognised lock script of one key on the quorum: the
 // script's operation in package quorum, with the session's part (leases,
-// mixed mode's mirrors) here; read/write locks and semaphores in
-// rwlock.go and semaphore.go.
+// mixed mode's mirrors) here; read/write locks in rwlock.go and
+// semaphores in semaphore.go.
 func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, key string, argv [][]byte) {
 	token, ok := quorum.ScriptToken(c, s.dbOf(st).n, spec, argv)
 	if !ok {
@@ -400,9 +400,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	}
 	switch spec.Op {
 	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
-		ctx, cancel := s.opContext()
-		defer cancel()
-		s.runRWScript(st, ctx, c, spec, key, token, argv)
+		s.runRWScript(st, c, spec, key, token, argv)
 	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
 		ctx, cancel := s.opContext()
 		defer cancel()

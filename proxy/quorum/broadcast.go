@@ -37,6 +37,10 @@ type Engine interface {
 	NoteTTL(key string, ttl time.Duration) (*engine.TTLWrite, error)
 	AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.AcquireResult, error)
 	Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h engine.Holder) (engine.ExtendResult, bool, error)
+	AcquireRW(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*engine.Lock, error)
+	ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (engine.ExtendResult, bool, error)
+	ReleaseRW(ctx context.Context, key, token string) (engine.ReleaseResult, error)
+	HeldRW(ctx context.Context, key, token string) (bool, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

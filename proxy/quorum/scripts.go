@@ -3,6 +3,7 @@ package quorum
 import (
 	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -397,4 +398,37 @@ func WriteReacquired(c redcon.Conn, spec *lockscripts.Spec, keys int, renewed bo
 	default:
 		WriteOutcome(c, spec, keys, renewed, spec.NotOwned)
 	}
+}
+
+// RWScript runs a read/write lock script (Symfony Lock's sorted-set
+// format) on the quorum and answers as the library's script would on one
+// Redis holding the quorum's state: spec.OK when it took effect on a
+// quorum, else spec.NotOwned. ttl is an acquire's or an extend's TTL.
+// Acquires, extends and releases are counted in o.Metrics.
+func (o Op) RWScript(c redcon.Conn, spec *lockscripts.Spec, key, token string, ttl time.Duration) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	var ok bool
+	var err error
+	switch spec.Op {
+	case lockscripts.OpRWAcquire:
+		_, err = o.Eng.AcquireRW(ctx, key, token, ttl, spec.Shared)
+		o.Metrics.Acquire(err, time.Since(start))
+		ok = err == nil
+		if errors.Is(err, engine.ErrNotAcquired) {
+			err = nil
+		}
+	case lockscripts.OpRWExtend:
+		_, ok, err = o.Eng.ExtendRW(ctx, key, token, ttl)
+		o.Metrics.Extend(ok, err, time.Since(start))
+	case lockscripts.OpRWRelease:
+		var r engine.ReleaseResult
+		r, err = o.Eng.ReleaseRW(ctx, key, token)
+		ok = r.Released(o.Eng.Quorum())
+		o.Metrics.Release(ok, err, time.Since(start))
+	case lockscripts.OpRWHeld:
+		ok, err = o.Eng.HeldRW(ctx, key, token)
+	}
+	AnswerSpec(c, spec, ok, err)
 }
