@@ -51,8 +51,9 @@
 //     with rwlock.go (Symfony's read/write locks, run by quorum's
 //     Op.RWScript once their TTL is read), redisson.go (Redisson's
 //     RLock, a hash lock), redissonhash.go (Redisson's hash reads) and
-//     semaphore.go (redis-semaphore's counting semaphores, and the
-//     sorted-set commands on their keys).
+//     semaphore.go (redis-semaphore's counting semaphores, their permit
+//     scripts run by quorum's Op.PermitScript once their TTL is read, and
+//     the sorted-set commands on their keys).
 //   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
 //     (connection-bound leases).
 //   - Passthrough: package backend (pooled and pinned backend connections,

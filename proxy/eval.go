@@ -402,9 +402,7 @@ func (s *Server) runScript(c redcon.Conn, st *client, spec *lockscripts.Spec, ke
 	case lockscripts.OpRWAcquire, lockscripts.OpRWExtend, lockscripts.OpRWRelease, lockscripts.OpRWHeld:
 		s.runRWScript(st, c, spec, key, token, argv)
 	case lockscripts.OpPermitAcquire, lockscripts.OpPermitRefresh, lockscripts.OpPermitRelease:
-		ctx, cancel := s.opContext()
-		defer cancel()
-		s.runPermitScript(st, ctx, c, spec, key, token, argv)
+		s.runPermitScript(st, c, spec, key, token, argv)
 	case lockscripts.OpRelease:
 		s.scriptRelease(c, st, spec, key, token, nil)
 	case lockscripts.OpExtend:

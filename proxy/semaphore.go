@@ -2,9 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +9,6 @@ import (
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
-	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Counting semaphores: redis-semaphore's Semaphore keeps its permits in a
@@ -36,53 +32,22 @@ func (s *Server) isPermitKey(key []byte) bool {
 	return bytes.HasPrefix(key, semaphorePrefix) && s.isLockKey(key)
 }
 
-// runPermitScript runs a permit script on the quorum and answers as the
-// library's script would on a single Redis holding the quorum's state:
-// spec.OK when it took effect, spec.NotOwned when not (no permit free, not
-// held, not a member), NOQUORUM when that cannot be known.
-func (s *Server) runPermitScript(st *client, ctx context.Context, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
-	start := time.Now()
-	if spec.Op == lockscripts.OpPermitRelease {
-		n, err := s.eng(st).ReleasePermit(ctx, key, token)
-		s.m.Release(n > 0, err, time.Since(start))
-		quorum.AnswerSpec(c, spec, n > 0, err)
-		return
-	}
-	limit, ok := limitArg(c, spec, argv)
-	if !ok {
-		return
-	}
-	ttl, ok := s.ttlArg(c, spec, argv)
-	if !ok {
-		return
-	}
-	switch spec.Op {
-	case lockscripts.OpPermitAcquire:
-		_, err := s.eng(st).AcquirePermit(ctx, key, token, limit, ttl)
-		s.m.Acquire(err, time.Since(start))
-		if errors.Is(err, engine.ErrNotAcquired) {
-			quorum.AnswerSpec(c, spec, false, nil)
+// runPermitScript runs a permit script on the quorum
+// (quorum.Op.PermitScript), once an acquire's or a refresh's number of
+// permits and TTL (within redlock.max_lock_ttl) are read.
+func (s *Server) runPermitScript(st *client, c redcon.Conn, spec *lockscripts.Spec, key, token string, argv [][]byte) {
+	var limit int64
+	var ttl time.Duration
+	if spec.Op != lockscripts.OpPermitRelease {
+		var ok bool
+		if limit, ok = quorum.PermitLimit(c, spec, argv); !ok {
 			return
 		}
-		quorum.AnswerSpec(c, spec, err == nil, err)
-	case lockscripts.OpPermitRefresh:
-		_, extended, err := s.eng(st).ExtendPermit(ctx, key, token, limit, ttl)
-		s.m.Extend(extended, err, time.Since(start))
-		quorum.AnswerSpec(c, spec, extended, err)
+		if ttl, ok = s.ttlArg(c, spec, argv); !ok {
+			return
+		}
 	}
-}
-
-// limitArg reads a permit script's number of permits, an integer as
-// Redis writes one (the library's script fails on what is not a number,
-// and reads " 2" or "2.5" as tonumber does; the proxy refuses those).
-func limitArg(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (int64, bool) {
-	v, ok := quorum.Arg(argv, spec.LimitArg)
-	n, valid := lockscripts.ParseInt(v)
-	if !ok || !valid {
-		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.LimitArg+1) + "]")
-		return 0, false
-	}
-	return n, true
+	s.op(st).PermitScript(c, spec, key, token, limit, ttl)
 }
 
 // sortedSetCommands are the sorted-set commands with a key: of a

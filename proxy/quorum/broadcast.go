@@ -41,6 +41,9 @@ type Engine interface {
 	ExtendRW(ctx context.Context, key, token string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	ReleaseRW(ctx context.Context, key, token string) (engine.ReleaseResult, error)
 	HeldRW(ctx context.Context, key, token string) (bool, error)
+	AcquirePermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (*engine.Lock, error)
+	ExtendPermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (engine.ExtendResult, bool, error)
+	ReleasePermit(ctx context.Context, key string, tokens ...string) (int, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one

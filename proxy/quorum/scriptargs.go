@@ -105,3 +105,16 @@ func ScriptTTL(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (time.Durat
 func positiveTTL(spec *lockscripts.Spec) bool {
 	return spec.Op.PositiveTTL() || spec.Op == lockscripts.OpExtend && (spec.Multi || spec.Mode == engine.ExtendClaim)
 }
+
+// PermitLimit reads a permit script's number of permits, an integer as
+// Redis writes one (the library's script fails on what is not a number,
+// and reads " 2" or "2.5" as tonumber does; the proxy refuses those).
+func PermitLimit(c redcon.Conn, spec *lockscripts.Spec, argv [][]byte) (int64, bool) {
+	v, ok := Arg(argv, spec.LimitArg)
+	n, valid := lockscripts.ParseInt(v)
+	if !ok || !valid {
+		c.WriteError("ERR redlock-proxy: the '" + spec.Name + "' script needs a number of permits in ARGV[" + strconv.Itoa(spec.LimitArg+1) + "]")
+		return 0, false
+	}
+	return n, true
+}

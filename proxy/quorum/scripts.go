@@ -432,3 +432,35 @@ func (o Op) RWScript(c redcon.Conn, spec *lockscripts.Spec, key, token string, t
 	}
 	AnswerSpec(c, spec, ok, err)
 }
+
+// PermitScript runs a permit script of a counting semaphore
+// (redis-semaphore's) on the quorum, decided by the semaphore's own quorum
+// (engine.PermitQuorum), and answers as the library's script would on one
+// Redis holding the quorum's state: spec.OK when it took effect,
+// spec.NotOwned when not (no permit free, not held, not a member),
+// NOQUORUM when that cannot be known. limit (PermitLimit) and ttl are an
+// acquire's or a refresh's. Acquires, refreshes and releases are counted
+// in o.Metrics.
+func (o Op) PermitScript(c redcon.Conn, spec *lockscripts.Spec, key, token string, limit int64, ttl time.Duration) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	switch spec.Op {
+	case lockscripts.OpPermitRelease:
+		n, err := o.Eng.ReleasePermit(ctx, key, token)
+		o.Metrics.Release(n > 0, err, time.Since(start))
+		AnswerSpec(c, spec, n > 0, err)
+	case lockscripts.OpPermitAcquire:
+		_, err := o.Eng.AcquirePermit(ctx, key, token, limit, ttl)
+		o.Metrics.Acquire(err, time.Since(start))
+		if errors.Is(err, engine.ErrNotAcquired) {
+			AnswerSpec(c, spec, false, nil)
+			return
+		}
+		AnswerSpec(c, spec, err == nil, err)
+	case lockscripts.OpPermitRefresh:
+		_, extended, err := o.Eng.ExtendPermit(ctx, key, token, limit, ttl)
+		o.Metrics.Extend(extended, err, time.Since(start))
+		AnswerSpec(c, spec, extended, err)
+	}
+}
