@@ -518,3 +518,26 @@ func TestReleasePublishOtherDatabaseRefused(t *testing.T) {
 	}
 	eventually(t, "released", func() bool { return count(e.onMasters(key), "") == 3 })
 }
+
+// Symfony Lock's probe of TIME in scripts (it sets its key for a
+// millisecond and answers 1) is answered through the proxy as by one
+// Redis: on a lock key, its SET runs on the quorum; then the key is gone
+// there as on Redis.
+func TestSymfonyTimeProbeLikeRedis(t *testing.T) {
+	const probe = "\n                local now = redis.call(\"TIME\")\n                redis.call(\"SET\", KEYS[1], \"1\", \"PX\", 1)\n\n\t            return 1\n            "
+	e := newEnv(t, 3, nil)
+	plain := redistest.Start(t)
+	key := e.key("symfony_check_support_time")
+	p, r := dialRESP(t, e.addr), dialRESP(t, plain.Addr)
+	defer p.close()
+	defer r.close()
+	mustEqual(t, "the probe", p.do(t, "EVAL", probe, "1", key), r.do(t, "EVAL", probe, "1", key))
+	// Without its key the script fails on Redis (SET of nil); the proxy
+	// refuses it with its own error.
+	if got, want := p.do(t, "EVAL", probe, "0"), r.do(t, "EVAL", probe, "0"); got[0] != '-' || want[0] != '-' {
+		t.Fatalf("the probe without a key: %q through the proxy, %q on Redis; want errors", got, want)
+	}
+	time.Sleep(20 * time.Millisecond)
+	mustEqual(t, "GET after the probe", p.do(t, "GET", key), r.do(t, "GET", key))
+	mustEqual(t, "on the masters", strings.Join(e.onMasters(key), "|"), "||")
+}
