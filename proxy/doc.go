@@ -50,7 +50,11 @@
 //     around package quorum's Op.Release, Op.Extend, Op.OwnerTTL…),
 //     with rwlock.go (Symfony's read/write locks, run by quorum's
 //     Op.RWScript once their TTL is read), redisson.go (Redisson's
-//     RLock, a hash lock), redissonhash.go (Redisson's hash reads) and
+//     RLock, a hash lock: its scripts' arguments, quorum steps and
+//     replies are quorum's Op.AcquireHash, Op.ReleaseHash… in
+//     quorum/hashlock.go; here the lock keys, the TTL's bound and the
+//     unlock message published on the backend between the quorum step
+//     and the reply), redissonhash.go (Redisson's hash reads) and
 //     semaphore.go (redis-semaphore's counting semaphores, their permit
 //     scripts run by quorum's Op.PermitScript once their TTL is read, and
 //     the sorted-set commands on their keys).

@@ -44,6 +44,10 @@ type Engine interface {
 	AcquirePermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (*engine.Lock, error)
 	ExtendPermit(ctx context.Context, key, token string, limit int64, ttl time.Duration) (engine.ExtendResult, bool, error)
 	ReleasePermit(ctx context.Context, key string, tokens ...string) (int, error)
+	AcquireHash(ctx context.Context, key, holder string, ttl time.Duration) (engine.HashResult, error)
+	ExtendHash(ctx context.Context, key, holder string, ttl time.Duration) (engine.ExtendResult, bool, error)
+	ReleaseHash(ctx context.Context, key, holder string, ttl time.Duration, latch string) (engine.HashRelease, error)
+	ExtendHashBatch(ctx context.Context, keys, holders []string, ttl time.Duration) ([]bool, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one
