@@ -58,8 +58,10 @@
 //     semaphore.go (redis-semaphore's counting semaphores, their permit
 //     scripts run by quorum's Op.PermitScript once their TTL is read, and
 //     the sorted-set commands on their keys).
-//   - Native locks: nativecmds.go (LOCK.*), lockwait.go (WAIT), lease.go
-//     (connection-bound leases).
+//   - Native locks: nativecmds.go (LOCK.*: their engine calls on the
+//     fenced locks; their arguments and replies are quorum's
+//     ParseLockAcquire, WriteGrant, WriteLockInfo… in quorum/nativecmds.go),
+//     lockwait.go (WAIT), lease.go (connection-bound leases).
 //   - Passthrough: package backend (pooled and pinned backend connections,
 //     RESP2 and RESP3, backend.go; the shared connection plain commands
 //     travel on, mux.go; a Sentinel group as the backend, its connections

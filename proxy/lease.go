@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -194,21 +195,21 @@ func (ls *leaseSet) closeAll(release bool) {
 }
 
 // acquireLease grants a lock bound to the client's connection.
-func (s *Server) acquireLease(c redcon.Conn, st *client, o acquireOpts) {
-	o.ttl = s.cfg.Proxy.LeaseTTL.Duration
+func (s *Server) acquireLease(c redcon.Conn, st *client, o quorum.LockAcquire) {
+	o.TTL = s.cfg.Proxy.LeaseTTL.Duration
 	g, err := s.acquireNative(s.eng(st), c, o)
 	if g != nil {
 		now := time.Now()
-		l := &lease{rl: s.eng(st), db: s.dbOf(st).n, key: o.key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
-			due: now.Add(g.Validity - o.ttl/3)}
+		l := &lease{rl: s.eng(st), db: s.dbOf(st).n, key: o.Key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
+			due: now.Add(g.Validity - o.TTL/3)}
 		ls := st.leasesOf(func() { _ = c.NetConn().Close() })
 		if !ls.add(l) {
 			close(l.stop) // the client left while it waited
 		}
 		s.leasesActive.Add(1)
-		go s.renewLease(ls, l, o.ttl)
+		go s.renewLease(ls, l, o.TTL)
 	}
-	writeGrant(c, g, err)
+	quorum.WriteGrant(c, g, err)
 }
 
 // renewLease extends the lock every third of its TTL until the client's

@@ -70,7 +70,7 @@ func (s *Server) groupable(st *client, args [][]byte) ([][]byte, bool) {
 			return nil, false
 		}
 	case "lock.acquire":
-		if o, msg := parseAcquire(args); msg != "" || o.lease || o.wait > 0 {
+		if o, msg := quorum.ParseLockAcquire(args); msg != "" || o.Lease || o.Wait > 0 {
 			return nil, false
 		}
 	default:

@@ -60,7 +60,7 @@ done
 # coordinator can fail a target with "context deadline exceeded" when the
 # time runs out while a worker is busy on a loaded machine (golang/go#75804).
 for spec in ./proxy/wire:FuzzInputFramer ./proxy/wire:FuzzFramerWholeCommands ./proxy/wire:FuzzParseCommands \
-    ./proxy:FuzzDispatch ./proxy:FuzzClassify ./proxy/quorum:FuzzParseSet ./proxy:FuzzParseAcquire \
+    ./proxy:FuzzDispatch ./proxy:FuzzClassify ./proxy/quorum:FuzzParseSet ./proxy/quorum:FuzzParseAcquire \
     ./proxy/lockscripts:FuzzNormalizeScript; do
   pkg=${spec%%:*} target=${spec#*:}
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime 30000x "$pkg" 2>&1); then

@@ -4,11 +4,12 @@
 // them on the engine (package redlock/engine) and forms their replies (a
 // lock script's as the script answers on one Redis, scripts.go; Redisson's
 // hash lock's, hashlock.go, whose unlock message package proxy publishes
-// on the backend between the quorum step and the reply). Package proxy's
+// on the backend between the quorum step and the reply; the native LOCK.*
+// commands' arguments and replies, nativecmds.go). Package proxy's
 // handlers call it with what a command needs of the session (the client's
 // engine, whether the backend holds data beside the locks) and act on what
-// it returns (leases, mixed mode's mirrors, routes, a release's PUBLISH);
-// this package never sees a client connection's state or
-// the passthrough backend, and does not import package proxy (only
+// it returns (leases, waiters, mixed mode's mirrors, routes, a release's
+// PUBLISH); this package never sees a client connection's state or the
+// passthrough backend, and does not import package proxy (only
 // proxy/lockscripts, for a script's Spec).
 package quorum
