@@ -85,5 +85,5 @@
 // Imports go one way: proxy imports proxy/admin, proxy/backend,
 // proxy/lockscripts, proxy/quorum and proxy/wire, none of which imports
 // proxy; of them only proxy/backend (proxy/wire) and proxy/quorum
-// (proxy/lockscripts; proxy/wire in its tests) import another.
+// (proxy/lockscripts, proxy/wire) import another.
 package proxy

@@ -11,5 +11,5 @@
 // it returns (leases, waiters, mixed mode's mirrors, routes, a release's
 // PUBLISH); this package never sees a client connection's state or the
 // passthrough backend, and does not import package proxy (only
-// proxy/lockscripts, for a script's Spec).
+// proxy/lockscripts, for a script's Spec, and proxy/wire, for RESP3 maps).
 package quorum

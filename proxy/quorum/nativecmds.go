@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
@@ -151,7 +152,7 @@ func WriteLockInfo(c redcon.Conn, info engine.FenceInfo, err error) {
 		WriteNativeErr(c, err)
 		return
 	}
-	writeMap(c, 5)
+	wire.WriteMap(c, 5)
 	c.WriteBulkString("token")
 	writeOptString(c, info.Token)
 	c.WriteBulkString("fence")
@@ -169,14 +170,14 @@ func WriteLockInfo(c redcon.Conn, info engine.FenceInfo, err error) {
 			if errors.As(m.Err, &re) {
 				msg = re.Error() // the master's own error reply
 			}
-			writeMap(c, 2)
+			wire.WriteMap(c, 2)
 			c.WriteBulkString("master")
 			c.WriteInt(i)
 			c.WriteBulkString("error")
 			c.WriteBulkString(msg)
 			continue
 		}
-		writeMap(c, 7)
+		wire.WriteMap(c, 7)
 		c.WriteBulkString("master")
 		c.WriteInt(i)
 		c.WriteBulkString("token")
@@ -196,16 +197,6 @@ func WriteLockInfo(c redcon.Conn, info engine.FenceInfo, err error) {
 			c.WriteInt(0)
 		}
 	}
-}
-
-// writeMap starts a map of pairs field-value pairs: RESP3's map where the
-// connection writes one (wire.WriteMap), else an array of 2×pairs.
-func writeMap(c redcon.Conn, pairs int) {
-	if m, ok := c.(interface{ WriteMap(int) }); ok {
-		m.WriteMap(pairs)
-		return
-	}
-	c.WriteArray(2 * pairs)
 }
 
 func writeOptString(c redcon.Conn, s *string) {
