@@ -56,7 +56,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 			return
 		}
 		extended, err := op.ExtendHash(key, holder, ttl)
-		quorum.WriteHashDone(c, extended, err)
+		quorum.WriteDone(c, extended, err)
 	case lockscripts.OpHashRelease:
 		s.hashRelease(c, st, spec, keys, holder, argv)
 	case lockscripts.OpHashForceUnlock:
@@ -68,7 +68,7 @@ func (s *Server) runHashScript(c redcon.Conn, st *client, spec *lockscripts.Spec
 		if err == nil && deleted {
 			s.publishUnlock(st, publish, keys[1], argv)
 		}
-		quorum.WriteHashDone(c, deleted, err)
+		quorum.WriteDone(c, deleted, err)
 	}
 }
 

@@ -133,9 +133,10 @@ func (o Op) ExtendHash(key, holder string, ttl time.Duration) (bool, error) {
 	return extended, err
 }
 
-// WriteHashDone answers a renewal or a forced unlock: 1 when it took
-// effect on a quorum, else 0, or the error.
-func WriteHashDone(c redcon.Conn, ok bool, err error) {
+// WriteDone answers a write that says whether it took effect (a hash
+// lock's renewal or forced unlock, an expiry of a lock key): 1 when it
+// took effect on a quorum, else 0, or the error.
+func WriteDone(c redcon.Conn, ok bool, err error) {
 	switch {
 	case err != nil:
 		WriteErr(c, err)

@@ -159,11 +159,7 @@ func WriteExpire(c redcon.Conn, ok bool, ones int, err error, dataBeside, onBack
 		} else {
 			c.WriteInt(0)
 		}
-	case err != nil:
-		WriteErr(c, err)
-	case ok:
-		c.WriteInt(1)
 	default:
-		c.WriteInt(0)
+		WriteDone(c, ok, err)
 	}
 }
