@@ -300,18 +300,52 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 			deadline = d
 		}
 	}
-	fail := func(err error) {
+	m, deadline, err := w.ready(now, deadline)
+	if err != nil {
 		for _, c := range calls {
-			if c.sent {
-				c.sent = false
-				c.res.SetErr(err)
-			}
+			c.res.SetErr(err)
 		}
-		if w.conn != nil {
-			w.conn.close()
-			w.conn = nil
+		return
+	}
+	m.w = w
+	m.buf = m.buf[:0]
+	noEvictFirst := !m.evictSet
+	if noEvictFirst {
+		m.buf = append(m.buf, noEvictCommand...)
+		m.evictSet = true
+	}
+	sent, written := w.appendCalls(m, calls, eval)
+	if sent == 0 {
+		if noEvictFirst {
+			m.buf, m.evictSet = m.buf[:0], false
+		}
+		return
+	}
+	t := w.appendTrailer(m, len(written) > 0)
+	m.used = now
+	if err := m.flush(deadline); err != nil {
+		w.fail(calls, err)
+		return
+	}
+	if noEvictFirst {
+		// Refused before Redis 7, or by an ACL: nothing lost.
+		if _, err := m.readReply(); err != nil && err != redis.Nil && !isReplyError(err) {
+			w.fail(calls, err)
+			return
 		}
 	}
+	if err := m.readCalls(calls); err != nil {
+		w.fail(calls, err)
+		return
+	}
+	w.readTrailer(m, t, calls, written)
+}
+
+// ready returns the connection for a batch taken at now: the worker's own,
+// or, if it has none or the master closed it while idle, a new one, opened
+// by deadline (which connect may push back: the deadline returned is the
+// batch's).
+func (w *worker) ready(now, deadline time.Time) (*mconn, time.Time, error) {
 	if w.conn != nil && now.Sub(w.conn.used) > idleCheck && peek.Of(w.conn.nc).Broken() {
 		// Closed by the master while idle: a batch sent on it would fail
 		// every vote in it.
@@ -320,25 +354,35 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 	}
 	if w.conn == nil {
 		m, d, err := w.connect(deadline)
-		deadline = d
 		if err != nil {
-			for _, c := range calls {
-				c.res.SetErr(err)
-			}
-			return
+			return nil, d, err
 		}
 		w.conn = m
+		deadline = d
 	}
-	m := w.conn
-	m.w = w
-	m.buf = m.buf[:0]
-	noEvictFirst := !m.evictSet
-	if noEvictFirst {
-		m.buf = append(m.buf, noEvictCommand...)
-		m.evictSet = true
+	return w.conn, deadline, nil
+}
+
+// fail answers every call of the batch sent and not yet answered with err,
+// and closes the connection.
+func (w *worker) fail(calls []*call, err error) {
+	for _, c := range calls {
+		if c.sent {
+			c.sent = false
+			c.res.SetErr(err)
+		}
 	}
-	sent, writes := 0, false
-	written := w.written[:0]
+	if w.conn != nil {
+		w.conn.close()
+		w.conn = nil
+	}
+}
+
+// appendCalls appends the calls to m's batch and marks them sent; a call
+// that cannot be encoded is answered with its error, unsent. It returns
+// how many were sent and, among them, the writes (in w.written's storage).
+func (w *worker) appendCalls(m *mconn, calls []*call, eval bool) (sent int, written []*call) {
+	written = w.written[:0]
 	for _, c := range calls {
 		mark := len(m.buf)
 		var err error
@@ -361,67 +405,67 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 		c.sent = true
 		sent++
 		if c.writes() {
-			writes = true
 			written = append(written, c)
 		}
 	}
 	w.written = written[:0]
-	if sent == 0 {
-		if noEvictFirst {
-			m.buf, m.evictSet = m.buf[:0], false
-		}
-		return
-	}
+	return sent, written
+}
+
+// trailer is what follows a batch's calls on its pipeline, each read
+// after their replies.
+type trailer struct {
+	seq    bool // the raise of the master's record's seq
+	wait   int  // WAIT for this many replicas, or none if 0
+	evicts bool // INFO stats
+}
+
+// appendTrailer appends the commands that follow a batch's calls; writes
+// is whether any of them is a lock write.
+func (w *worker) appendTrailer(m *mconn, writes bool) trailer {
+	n := w.b.n
 	// On a master trusted to keep its data, lock writes are followed by a
 	// raise of its record's seq: if that survives a restart, they did.
-	seq := writes && w.b.n.countsSeq()
-	if seq {
-		m.buf = append(m.buf, w.b.n.books().seq...)
+	t := trailer{seq: writes && n.countsSeq()}
+	if t.seq {
+		m.buf = append(m.buf, n.books().seq...)
 	}
 	// With WithWaitReplicas, they are followed by a WAIT, and count only
 	// when enough replicas acknowledged them.
-	wait := w.b.n.opts.waitReplicas
-	if !writes {
-		wait = 0
+	if writes {
+		t.wait = n.opts.waitReplicas
 	}
-	if wait > 0 {
-		m.buf = appendWait(m.buf, wait, w.b.n.opts.nodeTimeout)
+	if t.wait > 0 {
+		m.buf = appendWait(m.buf, t.wait, n.opts.nodeTimeout)
 	}
 	// On a master whose policy can evict keys, every batch ends with INFO
 	// stats: an eviction before its commands ran guards the master before
 	// their replies count (replication.go).
-	evicts := w.b.n.evicts.Load()
-	if evicts {
+	t.evicts = n.evicts.Load()
+	if t.evicts {
 		m.buf = append(m.buf, infoStatsCommand...)
 	}
-	m.used = now
-	if err := m.flush(deadline); err != nil {
-		fail(err)
-		return
-	}
-	if noEvictFirst {
-		// Refused before Redis 7, or by an ACL: nothing lost.
-		if _, err := m.readReply(); err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(err)
-			return
-		}
-	}
+	return t
+}
+
+// readCalls reads the replies of the calls sent into their res, and
+// returns the first I/O or protocol error (the calls from there on are
+// left sent, unanswered).
+func (m *mconn) readCalls(calls []*call) error {
 	for _, c := range calls {
 		if !c.sent {
 			continue
 		}
 		if c.asking { // ASKING's own reply
 			if _, err := m.readReply(); err != nil && !isReplyError(err) {
-				fail(err)
-				return
+				return err
 			}
 		}
 		m.digest = c.digest
 		v, err := m.readReply()
 		m.digest = false
 		if err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(err)
-			return
+			return err
 		}
 		c.sent = false
 		if err != nil {
@@ -430,39 +474,48 @@ func (w *worker) roundTrip(calls []*call, eval bool, now, deadline time.Time) {
 			c.res.SetVal(v)
 		}
 	}
-	if seq {
+	return nil
+}
+
+// readTrailer reads the replies of t's commands, after the calls': the
+// seq the master acknowledged, the replicas that acknowledged the written
+// calls (too few answers each with NotReplicatedError), the master's
+// evictions.
+func (w *worker) readTrailer(m *mconn, t trailer, calls, written []*call) {
+	n := w.b.n
+	if t.seq {
 		v, err := m.readReply()
 		if err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(err)
+			w.fail(calls, err)
 			return
 		}
-		if n, ok := v.(int64); ok {
-			w.b.n.noteSeq(m.runID, n)
+		if seq, ok := v.(int64); ok {
+			n.noteSeq(m.runID, seq)
 		}
 	}
-	if wait > 0 {
+	if t.wait > 0 {
 		v, err := m.readReply()
 		acked, _ := v.(int64)
 		if err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(err)
+			w.fail(calls, err)
 		}
-		if err != nil || acked < int64(wait) {
+		if err != nil || acked < int64(t.wait) {
 			// Applied on the master, perhaps, but not known to be on a
 			// replica: no answer, as a master that did not reply gives.
-			e := &NotReplicatedError{Acked: acked, Want: wait}
+			e := &NotReplicatedError{Acked: acked, Want: t.wait}
 			for _, c := range written {
 				c.res.SetErr(e)
 			}
 		}
 	}
-	if evicts {
+	if t.evicts {
 		v, err := m.readReply()
 		if err != nil && err != redis.Nil && !isReplyError(err) {
-			fail(err)
+			w.fail(calls, err)
 			return
 		}
 		if info, ok := v.(string); ok {
-			w.b.n.evictedNow(m.runID, parseServerInfo(info).repl.evicted, time.Now())
+			n.evictedNow(m.runID, parseServerInfo(info).repl.evicted, time.Now())
 		}
 	}
 }
