@@ -37,33 +37,20 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "config.toml", "configuration file (TOML)")
-	check := fs.Bool("check-config", false, "validate the configuration and exit")
-	version := fs.Bool("version", false, "print the version and exit")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file, closed at shutdown")
-	initMasters := fs.Bool("init-masters", false, "declare the masters a new deployment (each empty, never used for locks), so that the restart guard does not hold them back at the first start; then exit")
-	over := overrides{}
-	for _, o := range overrideTable {
-		fs.Func(o.flag, o.help+" (env "+o.env+"; overrides the config file)", func(v string) error {
-			over[o.flag] = v
-			return nil
-		})
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *version {
-		fmt.Println("redlock-proxy", proxy.Version)
-		return nil
-	}
-	cfg, err := loadConfig(*path, over)
+	f, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if *check {
-		fmt.Fprintf(stderr, "configuration OK: %s (listen %s, %d masters)\n", *path, cfg.Proxy.Listen, len(cfg.Redlock.Masters))
+	if f.version {
+		fmt.Println("redlock-proxy", proxy.Version)
+		return nil
+	}
+	cfg, err := loadConfig(f.path, f.over)
+	if err != nil {
+		return err
+	}
+	if f.check {
+		fmt.Fprintf(stderr, "configuration OK: %s (listen %s, %d masters)\n", f.path, cfg.Proxy.Listen, len(cfg.Redlock.Masters))
 		return nil
 	}
 	log, err := newLogger(cfg.Log, stderr)
@@ -82,7 +69,7 @@ func run(args []string, stderr io.Writer) error {
 		go gc.run(stopGC)
 	}
 	redis.SetLogger(redisLogger{log.With().Str("component", "go-redis").Logger()})
-	if *initMasters {
+	if f.initMasters {
 		// The masters are new, hence young: their first sight would log
 		// the restart guard's warnings, which mean nothing here.
 		log = log.Level(zerolog.ErrorLevel)
@@ -91,31 +78,87 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *initMasters {
-		defer srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.InitMasters(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "masters declared a new deployment: %s\n", strings.Join(redacted(cfg.Redlock.Masters), ", "))
-		return nil
+	if f.initMasters {
+		return declareMasters(srv, cfg, stderr)
 	}
 	if _, err := srv.Listen(); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
+	return serve(srv, gc, f.path, f.over, log)
+}
+
+// flags are the command line's settings.
+type flags struct {
+	path        string // the configuration file
+	check       bool   // validate the configuration and exit
+	version     bool   // print the version and exit
+	cpuProfile  string // the file of a CPU profile of the whole run, if any
+	initMasters bool   // declare the masters a new deployment and exit
+	over        overrides
+}
+
+// parseFlags reads the command line; its usage and errors go to stderr.
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("redlock-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.path, "config", "config.toml", "configuration file (TOML)")
+	fs.BoolVar(&f.check, "check-config", false, "validate the configuration and exit")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to this file, closed at shutdown")
+	fs.BoolVar(&f.initMasters, "init-masters", false, "declare the masters a new deployment (each empty, never used for locks), so that the restart guard does not hold them back at the first start; then exit")
+	f.over = overrides{}
+	for _, o := range overrideTable {
+		fs.Func(o.flag, o.help+" (env "+o.env+"; overrides the config file)", func(v string) error {
+			f.over[o.flag] = v
+			return nil
+		})
+	}
+	err := fs.Parse(args)
+	return f, err
+}
+
+// declareMasters declares the masters of srv a new deployment
+// (-init-masters), within 10 s, and closes srv.
+func declareMasters(srv *proxy.Server, cfg proxy.Config, stderr io.Writer) error {
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.InitMasters(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "masters declared a new deployment: %s\n", strings.Join(redacted(cfg.Redlock.Masters), ", "))
+	return nil
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// serve runs srv until its Serve returns or a signal ends the process:
+// SIGHUP reloads the configuration from path (reload), SIGINT and SIGTERM
+// close srv and wait up to shutdownWait for Serve to return.
+func serve(srv *proxy.Server, gc *gcTuner, path string, over overrides, log zerolog.Logger) error {
 	// Signals are taken before Serve logs that it serves: a SIGHUP sent
 	// after that line must reload, not end the process.
 	sig := make(chan os.Signal, 1)
@@ -128,7 +171,7 @@ func run(args []string, stderr io.Writer) error {
 			return err
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				reload(srv, gc, *path, over, log)
+				reload(srv, gc, path, over, log)
 				continue
 			}
 			log.Info().Str("signal", s.String()).Msg("shutting down")
