@@ -227,26 +227,14 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 	}
 	for _, shards := range shardsOf {
 		name := row10Name(shards)
-		var masters []string
+		masters, nodes, err := startRow10Voters(ps, name, shards)
+		if err != nil {
+			return err
+		}
+		voterNodes[name] = nodes
 		var all []*proc
-		for v := range 3 {
-			var nodes []*proc
-			if shards == 0 {
-				p, err := ps.startRedis(fmt.Sprintf("r10-plain-%d", v+1))
-				if err != nil {
-					return err
-				}
-				nodes = []*proc{p}
-				masters = append(masters, p.addr)
-			} else {
-				var err error
-				if nodes, err = ps.startCluster(fmt.Sprintf("r10-%s-v%d", name, v+1), shards); err != nil {
-					return err
-				}
-				masters = append(masters, clusterSeed(nodes))
-			}
-			voterNodes[name] = append(voterNodes[name], nodes)
-			all = append(all, nodes...)
+		for _, n := range nodes {
+			all = append(all, n...)
 		}
 		// Every configuration has the same backend of its own, which the
 		// first voter being a cluster requires, and refuses other commands
@@ -262,33 +250,8 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 		names = append(names, name)
 		flush = append(flush, addrsOf(all)...)
 	}
-	// After each run: the keys on the middle voter, shard by shard. A
-	// granted lock is on at least two voters, so the middle voter's total
-	// counts most grants; its shards' shares show the keys were spread.
-	keysHeld := func(name string) {
-		var per []float64
-		total := 0.0
-		for _, n := range voterNodes[name][1] {
-			k, err := dbsize(n.addr)
-			if err != nil {
-				r.problem("DBSIZE %s: %v", n.addr, err)
-				return
-			}
-			per = append(per, float64(k))
-			total += float64(k)
-		}
-		progress("row 10 %-5s keys on the middle voter, per shard: %v", name, per)
-		r.add("cl."+name+".keys", total)
-		if len(per) > 1 {
-			lo, hi := math.Inf(1), 0.0
-			for _, k := range per {
-				lo, hi = math.Min(lo, k), math.Max(hi, k)
-			}
-			if hi > 0 {
-				r.add("cl."+name+".spread", lo/hi)
-			}
-		}
-	}
+	// After each run: the keys on the middle voter, shard by shard.
+	keysHeld := func(name string) { recordKeysHeld(r, name, voterNodes[name][1]) }
 	if !o.rows["10"] {
 		return runRow10b(o, ps, r, binary, voterNodes["plain"], targets)
 	}
@@ -306,6 +269,60 @@ func runRow10(o options, ps *procs, r *results, binary string, single *proc, siz
 	}
 	r.notes = append(r.notes, "row 10 a: each proxy has three voters: plain masters, or three clusters of 1, 2 or 3 primaries each (no replicas; slots given by hand with CLUSTER ADDSLOTSRANGE and joined with CLUSTER MEET, as redis-cli --cluster create wants three primaries at least), given as cluster://<every node>/; backend = the single Redis, lock_keys = [\"*\"], lock_key_commands = \"refuse\" (no mirror on the backend); CPU per acquire = the proxy process's user+system time over the run's commands; Redis servers = every node of the three voters")
 	return runRow10b(o, ps, r, binary, voterNodes["plain"], targets)
+}
+
+// startRow10Voters starts the three voters of the row 10 configuration
+// name: plain masters (shards 0) or clusters of shards primaries each. It
+// returns their redlock.masters entries and each one's nodes.
+func startRow10Voters(ps *procs, name string, shards int) (masters []string, nodes [][]*proc, err error) {
+	for v := range 3 {
+		if shards == 0 {
+			p, err := ps.startRedis(fmt.Sprintf("r10-plain-%d", v+1))
+			if err != nil {
+				return nil, nil, err
+			}
+			nodes = append(nodes, []*proc{p})
+			masters = append(masters, p.addr)
+			continue
+		}
+		cl, err := ps.startCluster(fmt.Sprintf("r10-%s-v%d", name, v+1), shards)
+		if err != nil {
+			return nil, nil, err
+		}
+		nodes = append(nodes, cl)
+		masters = append(masters, clusterSeed(cl))
+	}
+	return masters, nodes, nil
+}
+
+// recordKeysHeld records, for the row 10 configuration name, the keys on
+// its middle voter (its nodes middle), in total and how evenly its shards
+// share them. A granted lock is on at least two voters, so the middle
+// voter's total counts most grants; its shards' shares show the keys
+// were spread.
+func recordKeysHeld(r *results, name string, middle []*proc) {
+	var per []float64
+	total := 0.0
+	for _, n := range middle {
+		k, err := dbsize(n.addr)
+		if err != nil {
+			r.problem("DBSIZE %s: %v", n.addr, err)
+			return
+		}
+		per = append(per, float64(k))
+		total += float64(k)
+	}
+	progress("row 10 %-5s keys on the middle voter, per shard: %v", name, per)
+	r.add("cl."+name+".keys", total)
+	if len(per) > 1 {
+		lo, hi := math.Inf(1), 0.0
+		for _, k := range per {
+			lo, hi = math.Min(lo, k), math.Max(hi, k)
+		}
+		if hi > 0 {
+			r.add("cl."+name+".spread", lo/hi)
+		}
+	}
 }
 
 // runRow10b measures row 10 b: data commands through a proxy with a
@@ -329,22 +346,35 @@ func runRow10b(o options, ps *procs, r *results, binary string, plainVoters [][]
 	if err != nil {
 		return err
 	}
+	if err := runRow10bRedisBenchmark(o, r, pc, dc); err != nil {
+		return err
+	}
+	if err := runRow10bGoRedis(o, r, pc, dc); err != nil {
+		return err
+	}
+	if !pc.alive() {
+		r.problem("%s exited during the run: %v\n%s", pc.name, pc.exitErr, pc.logTail(20))
+	}
+	for _, p := range targets {
+		if !p.alive() {
+			r.problem("%s exited during the run: %v\n%s", p.name, p.exitErr, p.logTail(20))
+		}
+	}
+	return nil
+}
+
+// runRow10bRedisBenchmark is row 10 b from redis-benchmark, -P 16 then
+// -P 1: SET and GET through the proxy pc vs straight to the cluster dc
+// (--cluster), each repetition of the two with the same -n.
+func runRow10bRedisBenchmark(o options, r *results, pc *proc, dc []*proc) error {
 	rbTimeout := max(90*time.Second, 12*o.duration)
 	c := strconv.Itoa(o.clients)
 	for _, pl := range []string{"16", "1"} {
 		key := "cb" + pl
 		args := []string{"-c", c, "-P", pl, "-r", "100000", "-t", "set,get"}
-		n := 20000
-		if pilot, _, _, err := runRedisBenchmark(pc.addr, 20000, rbTimeout, args...); err != nil {
+		n, err := row10bRequests(pc.addr, rbTimeout, o.duration, args)
+		if err != nil {
 			r.problem("row 10 b -P %s pilot: %v", pl, err)
-		} else {
-			slowest := 0.0
-			for _, v := range pilot {
-				if slowest == 0 || v.rps < slowest {
-					slowest = v.rps
-				}
-			}
-			n = max(20000, min(int(slowest*o.duration.Seconds()/2), 5_000_000))
 		}
 		var lines []string
 		for rep := range o.reps {
@@ -385,8 +415,31 @@ func runRow10b(o options, ps *procs, r *results, binary string, plainVoters [][]
 			r.notes = append(r.notes, fmt.Sprintf("row 10 b -P %s: `%s` against the proxy and `%s` straight to the cluster, same -n", pl, lines[0], lines[1]))
 		}
 	}
-	// The same from go-redis: a Client to the proxy vs a ClusterClient to
-	// the cluster, both RESP2, a pool of as many connections as goroutines.
+	return nil
+}
+
+// row10bRequests sizes row 10 b's redis-benchmark runs (-n) from a pilot
+// run of args against addr: about half of d at the pilot's slowest test's
+// rate, between 20000 and 5 million; 20000 if the pilot failed (its error
+// is returned with it).
+func row10bRequests(addr string, rbTimeout, d time.Duration, args []string) (int, error) {
+	pilot, _, _, err := runRedisBenchmark(addr, 20000, rbTimeout, args...)
+	if err != nil {
+		return 20000, err
+	}
+	slowest := 0.0
+	for _, v := range pilot {
+		if slowest == 0 || v.rps < slowest {
+			slowest = v.rps
+		}
+	}
+	return max(20000, min(int(slowest*d.Seconds()/2), 5_000_000)), nil
+}
+
+// runRow10bGoRedis is row 10 b from go-redis: a Client to the proxy pc vs
+// a ClusterClient to the cluster dc, both RESP2, a pool of as many
+// connections as goroutines.
+func runRow10bGoRedis(o options, r *results, pc *proc, dc []*proc) error {
 	for rep := range o.reps {
 		for _, t := range []struct {
 			name  string
@@ -425,13 +478,5 @@ func runRow10b(o options, ps *procs, r *results, binary string, plainVoters [][]
 		}
 	}
 	r.notes = append(r.notes, fmt.Sprintf("row 10 b: a cluster of 3 primaries (made as in 10 a) as the backend of a proxy with lock_keys = [\"lock:*\"] and the three plain masters of 10 a as voters, vs straight to the cluster; go-redis v9: %d goroutines on one client (a Client to the proxy, a ClusterClient to the cluster; RESP2, pool of %d, no retries), each SET then GET of key:<random below 100000> in turn, %v per run", o.clients, o.clients, o.duration))
-	if !pc.alive() {
-		r.problem("%s exited during the run: %v\n%s", pc.name, pc.exitErr, pc.logTail(20))
-	}
-	for _, p := range targets {
-		if !p.alive() {
-			r.problem("%s exited during the run: %v\n%s", p.name, p.exitErr, p.logTail(20))
-		}
-	}
 	return nil
 }
