@@ -28,13 +28,7 @@ func (r rawResult) answered() float64 { return float64(r.ok+r.nils) / r.elapsed.
 // connections, one command at a time each, for d. Unlike redis-benchmark it
 // goes on after an error reply and counts it.
 func runRawAcquire(addr string, clients, keyspace int, d time.Duration) (rawResult, error) {
-	type worker struct {
-		ok, nils, errs int
-		lat            []time.Duration
-		samples        []string
-		fatal          error
-	}
-	ws := make([]*worker, clients)
+	ws := make([]*rawWorker, clients)
 	conns := make([]net.Conn, clients)
 	for i := range ws {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -45,7 +39,7 @@ func runRawAcquire(addr string, clients, keyspace int, d time.Duration) (rawResu
 			return rawResult{}, err
 		}
 		conns[i] = c
-		ws[i] = &worker{lat: make([]time.Duration, 0, 4096)}
+		ws[i] = &rawWorker{lat: make([]time.Duration, 0, 4096)}
 	}
 	defer func() {
 		for _, c := range conns {
@@ -57,43 +51,9 @@ func runRawAcquire(addr string, clients, keyspace int, d time.Duration) (rawResu
 	var wg sync.WaitGroup
 	for i, w := range ws {
 		wg.Add(1)
-		go func(c net.Conn, w *worker) {
+		go func(c net.Conn, w *rawWorker) {
 			defer wg.Done()
-			r := bufio.NewReader(c)
-			bw := bufio.NewWriter(c)
-			for time.Now().Before(deadline) {
-				key := fmt.Sprintf("key:%012d", rand.IntN(keyspace))
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				t0 := time.Now()
-				bw.WriteString("*6\r\n$3\r\nSET\r\n$" + strconv.Itoa(len(key)) + "\r\n" + key +
-					"\r\n$3\r\nval\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n")
-				if err := bw.Flush(); err != nil {
-					w.fatal = err
-					return
-				}
-				line, err := r.ReadString('\n')
-				if err != nil {
-					w.fatal = err
-					return
-				}
-				line = strings.TrimRight(line, "\r\n")
-				switch {
-				case line == "+OK":
-					w.ok++
-				case line == "$-1":
-					w.nils++
-				case strings.HasPrefix(line, "-"):
-					w.errs++
-					if len(w.samples) < 2 {
-						w.samples = append(w.samples, line)
-					}
-					continue
-				default:
-					w.fatal = fmt.Errorf("unexpected reply %q", line)
-					return
-				}
-				w.lat = append(w.lat, time.Since(t0))
-			}
+			w.run(c, keyspace, deadline)
 		}(conns[i], w)
 	}
 	wg.Wait()
@@ -116,6 +76,54 @@ func runRawAcquire(addr string, clients, keyspace int, d time.Duration) (rawResu
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 	res.p99 = quantile(lat, 0.99)
 	return res, nil
+}
+
+// rawWorker is one connection of runRawAcquire and its counts.
+type rawWorker struct {
+	ok, nils, errs int
+	lat            []time.Duration // of the replies that were not errors
+	samples        []string        // the first two error replies
+	fatal          error           // what ended the connection before the deadline
+}
+
+// run sends one SET NX PX at a time on c until deadline, counting the
+// replies, or until an I/O error or a reply it does not expect (fatal).
+func (w *rawWorker) run(c net.Conn, keyspace int, deadline time.Time) {
+	r := bufio.NewReader(c)
+	bw := bufio.NewWriter(c)
+	for time.Now().Before(deadline) {
+		key := fmt.Sprintf("key:%012d", rand.IntN(keyspace))
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		t0 := time.Now()
+		bw.WriteString("*6\r\n$3\r\nSET\r\n$" + strconv.Itoa(len(key)) + "\r\n" + key +
+			"\r\n$3\r\nval\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n")
+		if err := bw.Flush(); err != nil {
+			w.fatal = err
+			return
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			w.fatal = err
+			return
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "+OK":
+			w.ok++
+		case line == "$-1":
+			w.nils++
+		case strings.HasPrefix(line, "-"):
+			w.errs++
+			if len(w.samples) < 2 {
+				w.samples = append(w.samples, line)
+			}
+			continue
+		default:
+			w.fatal = fmt.Errorf("unexpected reply %q", line)
+			return
+		}
+		w.lat = append(w.lat, time.Since(t0))
+	}
 }
 
 func contains(ss []string, s string) bool {

@@ -37,45 +37,21 @@ func runRedsync(servers []string, clients int, d time.Duration, timed func(start
 	_, _ = rand.Read(run)
 	runID := hex.EncodeToString(run)
 
-	type worker struct {
-		rs      *redsync.Redsync
-		conns   []*redis.Client
-		lat     []time.Duration
-		pairs   int
-		lockE   int
-		unlockE int
-		errs    []string
-	}
-	ws := make([]*worker, clients)
+	ws := make([]*redsyncWorker, clients)
 	for i := range ws {
-		w := &worker{lat: make([]time.Duration, 0, 4096)}
-		pools := make([]redsyncredis.Pool, len(servers))
-		for j, s := range servers {
-			c := redis.NewClient(&redis.Options{Addr: s, Protocol: 2, MaxRetries: -1, PoolSize: 2,
-				DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
-			w.conns = append(w.conns, c)
-			pools[j] = goredis.NewPool(c)
-		}
-		w.rs = redsync.New(pools...)
-		ws[i] = w
+		ws[i] = newRedsyncWorker(servers, fmt.Sprintf("bench:%s:%d", runID, i))
 	}
 	defer func() {
 		for _, w := range ws {
-			for _, c := range w.conns {
-				_ = c.Close()
-			}
+			w.close()
 		}
 	}()
 
 	ctx := context.Background()
-	newMutex := func(w *worker, i, gen int) *redsync.Mutex {
-		return w.rs.NewMutex(fmt.Sprintf("bench:%s:%d:%d", runID, i, gen),
-			redsync.WithExpiry(8*time.Second), redsync.WithTries(1))
-	}
 	// Warm-up: one pair per client, which also opens the connections and,
 	// through the proxy, teaches it the unlock script's digest.
-	for i, w := range ws {
-		m := newMutex(w, i, -1)
+	for _, w := range ws {
+		m := w.mutex(-1)
 		if err := m.LockContext(ctx); err != nil {
 			return lockResult{}, fmt.Errorf("warm-up lock on %v: %w", servers, err)
 		}
@@ -90,43 +66,12 @@ func runRedsync(servers []string, clients int, d time.Duration, timed func(start
 		timed(start)
 	}
 	var wg sync.WaitGroup
-	for i, w := range ws {
+	for _, w := range ws {
 		wg.Add(1)
-		go func(i int, w *worker) {
+		go func(w *redsyncWorker) {
 			defer wg.Done()
-			gen := 0
-			m := newMutex(w, i, gen)
-			note := func(kind string, err error) {
-				if len(w.errs) < 3 {
-					w.errs = append(w.errs, fmt.Sprintf("%s: %v", kind, err))
-				}
-			}
-			for time.Now().Before(deadline) {
-				t0 := time.Now()
-				if err := m.LockContext(ctx); err != nil {
-					w.lockE++
-					note("lock", err)
-					// The key may be held by a lock that was not released:
-					// move on to a fresh key.
-					gen++
-					m = newMutex(w, i, gen)
-					continue
-				}
-				w.lat = append(w.lat, time.Since(t0))
-				ok, err := m.UnlockContext(ctx)
-				if err != nil || !ok {
-					w.unlockE++
-					if err == nil {
-						err = fmt.Errorf("unlock answered not released")
-					}
-					note("unlock", err)
-					gen++
-					m = newMutex(w, i, gen)
-					continue
-				}
-				w.pairs++
-			}
-		}(i, w)
+			w.run(ctx, deadline)
+		}(w)
 	}
 	wg.Wait()
 	res := lockResult{elapsed: time.Since(start)}
@@ -146,4 +91,82 @@ func runRedsync(servers []string, clients int, d time.Duration, timed func(start
 	res.p50 = quantile(lat, 0.50)
 	res.p99 = quantile(lat, 0.99)
 	return res, nil
+}
+
+// redsyncWorker is one client of runRedsync: a go-redsync instance over a
+// go-redis client per server, its keys <prefix>:<generation>, and its
+// counts.
+type redsyncWorker struct {
+	rs      *redsync.Redsync
+	conns   []*redis.Client
+	prefix  string
+	lat     []time.Duration
+	pairs   int
+	lockE   int
+	unlockE int
+	errs    []string
+}
+
+func newRedsyncWorker(servers []string, prefix string) *redsyncWorker {
+	w := &redsyncWorker{prefix: prefix, lat: make([]time.Duration, 0, 4096)}
+	pools := make([]redsyncredis.Pool, len(servers))
+	for j, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s, Protocol: 2, MaxRetries: -1, PoolSize: 2,
+			DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
+		w.conns = append(w.conns, c)
+		pools[j] = goredis.NewPool(c)
+	}
+	w.rs = redsync.New(pools...)
+	return w
+}
+
+// mutex is the worker's lock on its key of generation gen.
+func (w *redsyncWorker) mutex(gen int) *redsync.Mutex {
+	return w.rs.NewMutex(fmt.Sprintf("%s:%d", w.prefix, gen),
+		redsync.WithExpiry(8*time.Second), redsync.WithTries(1))
+}
+
+// run locks and unlocks until deadline, counting the pairs, the lock
+// latencies and the errors; after an error it moves on to a fresh key.
+func (w *redsyncWorker) run(ctx context.Context, deadline time.Time) {
+	gen := 0
+	m := w.mutex(gen)
+	for time.Now().Before(deadline) {
+		t0 := time.Now()
+		if err := m.LockContext(ctx); err != nil {
+			w.lockE++
+			w.note("lock", err)
+			// The key may be held by a lock that was not released:
+			// move on to a fresh key.
+			gen++
+			m = w.mutex(gen)
+			continue
+		}
+		w.lat = append(w.lat, time.Since(t0))
+		ok, err := m.UnlockContext(ctx)
+		if err != nil || !ok {
+			w.unlockE++
+			if err == nil {
+				err = fmt.Errorf("unlock answered not released")
+			}
+			w.note("unlock", err)
+			gen++
+			m = w.mutex(gen)
+			continue
+		}
+		w.pairs++
+	}
+}
+
+// note keeps the first three errors as samples.
+func (w *redsyncWorker) note(kind string, err error) {
+	if len(w.errs) < 3 {
+		w.errs = append(w.errs, fmt.Sprintf("%s: %v", kind, err))
+	}
+}
+
+func (w *redsyncWorker) close() {
+	for _, c := range w.conns {
+		_ = c.Close()
+	}
 }
