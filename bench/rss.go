@@ -33,60 +33,12 @@ func measureRSS(ps *procs, name, binary string, masters []string, conns int, sub
 		return res, err
 	}
 
-	open := make([]net.Conn, conns)
-	errs := make([]error, conns)
 	ping, pong := respCommand("PING"), "+PONG\r\n"
 	if subscribe {
 		ping, pong = respCommand("SUBSCRIBE", "idle"), "*3\r\n$9\r\nsubscribe\r\n$4\r\nidle\r\n:1\r\n"
 	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				c, err := net.DialTimeout("tcp", p.addr, 10*time.Second)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := c.Write(ping); err != nil {
-					errs[i] = err
-					c.Close()
-					continue
-				}
-				got := make([]byte, len(pong))
-				_, err = io.ReadFull(c, got)
-				if err == nil && string(got) != pong {
-					err = fmt.Errorf("%q answered %q", ping, got)
-				}
-				if err != nil {
-					errs[i] = err
-					c.Close()
-					continue
-				}
-				_ = c.SetDeadline(time.Time{})
-				open[i] = c
-			}
-		}()
-	}
-	for i := range conns {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	defer func() {
-		for _, c := range open {
-			if c != nil {
-				if tc, ok := c.(*net.TCPConn); ok {
-					_ = tc.SetLinger(0) // no TIME_WAIT left behind
-				}
-				c.Close()
-			}
-		}
-	}()
+	open, errs := openIdle(p.addr, conns, ping, pong)
+	defer closeIdle(open)
 	for i, c := range open {
 		if c != nil {
 			res.opened++
@@ -105,4 +57,67 @@ func measureRSS(ps *procs, name, binary string, masters []string, conns int, sub
 		return res, err
 	}
 	return res, nil
+}
+
+// openIdle opens conns connections to addr, 200 at a time, each sending
+// ping and reading pong (openOne). The i-th connection is open[i], or nil
+// and errs[i] says why.
+func openIdle(addr string, conns int, ping []byte, pong string) (open []net.Conn, errs []error) {
+	open = make([]net.Conn, conns)
+	errs = make([]error, conns)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				open[i], errs[i] = openOne(addr, ping, pong)
+			}
+		}()
+	}
+	for i := range conns {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return open, errs
+}
+
+// openOne opens a connection to addr that sent ping and read pong, then
+// stays idle (no deadline); each step has 10 s.
+func openOne(addr string, ping []byte, pong string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(ping); err != nil {
+		c.Close()
+		return nil, err
+	}
+	got := make([]byte, len(pong))
+	_, err = io.ReadFull(c, got)
+	if err == nil && string(got) != pong {
+		err = fmt.Errorf("%q answered %q", ping, got)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// closeIdle closes the connections openIdle opened, with no TIME_WAIT
+// left behind.
+func closeIdle(open []net.Conn) {
+	for _, c := range open {
+		if c != nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // no TIME_WAIT left behind
+			}
+			c.Close()
+		}
+	}
 }
