@@ -102,7 +102,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 	target := ""
 	asking := false // the next connection opens with ASKING (an ASK redirect)
 	for try := 0; ; try++ {
-		m, err := s.cl.current()
+		m, err := s.cl.Current()
 		if err != nil {
 			s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 			fail("ERR redlock-proxy: passthrough backend unreachable")
@@ -112,10 +112,10 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		case target != "":
 		case tx.multi && tx.asked != "":
 			target = tx.asked
-		case slot >= 0 && m.owner(slot) != "":
-			target = m.owner(slot)
-		case tx.slot >= 0 && m.owner(tx.slot) != "":
-			target = m.owner(tx.slot)
+		case slot >= 0 && m.Owner(slot) != "":
+			target = m.Owner(slot)
+		case tx.slot >= 0 && m.Owner(tx.slot) != "":
+			target = m.Owner(tx.slot)
 		}
 		if st.pinned != nil && target != "" && st.pinned.Pool().Addr() != target {
 			if tx.watching {
@@ -128,9 +128,9 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 		if st.pinned == nil {
 			addr := target
 			if addr == "" {
-				addr = m.primaries[0]
+				addr = m.Primaries()[0]
 			}
-			bc, err := s.cl.pool(addr, st.proto == 3).Dial()
+			bc, err := s.cl.Pool(addr, st.proto == 3).Dial()
 			if err != nil {
 				s.log.Warn().Err(err).Msg("passthrough backend unreachable")
 				st.lostPinned()
@@ -163,10 +163,10 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			lost()
 			return
 		}
-		if kind, sl, to, ok := redirect(reply); ok && try < clusterMaxRedirects {
+		if kind, sl, to, ok := backend.Redirect(reply); ok && try < backend.MaxRedirects {
 			switch {
 			case kind == "MOVED":
-				s.cl.moved(sl, to)
+				s.cl.Moved(sl, to)
 				target = to
 			case !tx.watching:
 				// The slot is being migrated and the key has moved: the
@@ -194,7 +194,7 @@ func (s *Server) clusterPinned(c redcon.Conn, st *client, args [][]byte, pin boo
 			}
 			continue
 		}
-		if retryable(reply) && try < clusterMaxRedirects && !tx.multi {
+		if backend.Retryable(reply) && try < backend.MaxRedirects && !tx.multi {
 			time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
 			target = ""
 			continue

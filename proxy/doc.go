@@ -65,13 +65,16 @@
 //   - Passthrough: package backend (pooled and pinned backend connections,
 //     RESP2 and RESP3, backend.go; the shared connection plain commands
 //     travel on, mux.go; a Sentinel group as the backend, its connections
-//     following its primary, sentinel.go), dispatch.go (forwarding to it),
-//     pubsub.go (a subscribed client's connection and its relay),
-//     tracking.go (client-side caching), keyspace.go (SCAN, KEYS, DBSIZE
-//     with the locks the backend has no key for); a Redis Cluster as the
-//     backend, on package backend's pools: cluster.go (the slot map),
-//     clusterroute.go (one command's node), clustertx.go (transactions,
-//     WATCH, blocking commands).
+//     following its primary, sentinel.go; a Redis Cluster as the backend,
+//     its nodes' connections, slot map and redirects, cluster.go),
+//     dispatch.go (forwarding to it), pubsub.go (a subscribed client's
+//     connection and its relay), tracking.go (client-side caching),
+//     keyspace.go (SCAN, KEYS, DBSIZE with the locks the backend has no
+//     key for); on a Redis Cluster backend: cluster.go (its configuration
+//     check), clusterroute.go (a command's node by its keys, the splits by
+//     slot and the runs on every primary), clustertx.go (transactions,
+//     WATCH, blocking commands on a client's own connection),
+//     clusterinfo.go (INFO merged from every primary).
 //   - Data beside locks (a backend of its own and every key a lock key):
 //     mixed.go (locks mirrored into the backend's keyspace), flush.go
 //     (FLUSHDB and FLUSHALL end the locks whose mirrors they erased).

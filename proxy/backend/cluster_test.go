@@ -1,11 +1,11 @@
-package proxy
+package backend
 
 import (
 	"math/rand/v2"
 	"testing"
 )
 
-// keySlot hashes keys as Redis Cluster does: CRC-16/XMODEM's check value,
+// KeySlot hashes keys as Redis Cluster does: CRC-16/XMODEM's check value,
 // the slots Redis gives known keys, hash tags, and the table-driven CRC
 // against the bitwise one on random keys.
 func TestKeySlot(t *testing.T) {
@@ -13,8 +13,8 @@ func TestKeySlot(t *testing.T) {
 		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", c)
 	}
 	for key, slot := range map[string]int{"foo": 12182, "{foo}bar": 12182, "a{foo}": 12182, "{}foo": 9500, "": 0} {
-		if got := keySlot([]byte(key)); got != slot {
-			t.Errorf("keySlot(%q) = %d, want %d", key, got, slot)
+		if got := KeySlot([]byte(key)); got != slot {
+			t.Errorf("KeySlot(%q) = %d, want %d", key, got, slot)
 		}
 	}
 	bitwise := func(b []byte) uint16 {
