@@ -48,6 +48,12 @@ type Engine interface {
 	ExtendHash(ctx context.Context, key, holder string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	ReleaseHash(ctx context.Context, key, holder string, ttl time.Duration, latch string) (engine.HashRelease, error)
 	ExtendHashBatch(ctx context.Context, keys, holders []string, ttl time.Duration) ([]bool, error)
+	AcquireFenced(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (engine.FenceResult, error)
+	ReenterFenced(ctx context.Context, key, token string, ttl time.Duration) (engine.FenceResult, error)
+	ReleaseFenced(ctx context.Context, key, token string) (engine.FenceRelease, error)
+	ReleaseFencedAll(ctx context.Context, key, token string) (engine.FenceRelease, error)
+	ExtendFenced(ctx context.Context, key, token string, ttl time.Duration) (time.Duration, bool, error)
+	InfoFenced(ctx context.Context, key string) (engine.FenceInfo, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one
