@@ -321,7 +321,7 @@ func (s *Server) scriptAcquire(st *client, c redcon.Conn, spec *lockscripts.Spec
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
-		r, err = s.acquireRaw(st, keys[0], token, ttl)
+		r, err = s.acquireOne(op, keys[0], token, ttl)
 	} else {
 		r, err = op.AcquireAll(keys, token, ttl)
 	}

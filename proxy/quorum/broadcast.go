@@ -35,6 +35,7 @@ type Engine interface {
 	Extend(ctx context.Context, key, value string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error)
 	ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	NoteTTL(key string, ttl time.Duration) (*engine.TTLWrite, error)
+	AcquireGet(ctx context.Context, key, value string, ttl time.Duration) (engine.AcquireResult, error)
 	AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.AcquireResult, error)
 	Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h engine.Holder) (engine.ExtendResult, bool, error)
 	AcquireRW(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*engine.Lock, error)

@@ -167,3 +167,41 @@ func TestFencedOps(t *testing.T) {
 	}
 	check("a lease's release", m.take(), "")
 }
+
+// The single-key acquire (SET … NX, an acquire script of one key), on
+// real masters: granted, then refused with the value a quorum holds, which
+// SET … NX GET answers; each counted once.
+func TestAcquireOp(t *testing.T) {
+	o, m := opOnMasters(t)
+	answer := func(r engine.AcquireResult, err error, get bool) string {
+		return reply(func(c wire.BufConn) {
+			WriteAcquired(c, r, err, get, 0, func(ok bool) {
+				if ok {
+					c.WriteString("OK")
+				} else {
+					c.WriteNull()
+				}
+			})
+		})
+	}
+	r, err := o.Acquire("k", "t", 10*time.Second)
+	if got := answer(r, err, false); got != "+OK\r\n" {
+		t.Errorf("acquire: %q (%v)", got, err)
+	}
+	if got := m.take(); got != "acquire" {
+		t.Errorf("acquire counted %q", got)
+	}
+	r, err = o.Acquire("k", "u", 10*time.Second)
+	if !errors.Is(err, engine.ErrNotAcquired) || r.Prev == nil || *r.Prev != "t" {
+		t.Fatalf("acquire of a held key: %+v %v", r, err)
+	}
+	if got := answer(r, err, false); got != "$-1\r\n" {
+		t.Errorf("refused acquire: %q", got)
+	}
+	if got := answer(r, err, true); got != "$1\r\nt\r\n" {
+		t.Errorf("refused acquire with GET: %q", got)
+	}
+	if got := m.take(); got != "acquire refused" {
+		t.Errorf("refused acquire counted %q", got)
+	}
+}
