@@ -205,3 +205,54 @@ func TestAcquireOp(t *testing.T) {
 		t.Errorf("refused acquire counted %q", got)
 	}
 }
+
+// ZREM of a semaphore's permits, on real masters: how many of the members
+// a quorum held, answered as a count, counted as one release.
+func TestReleasePermitsOp(t *testing.T) {
+	o, m := opOnMasters(t)
+	for _, id := range []string{"a", "b"} {
+		if _, err := o.Eng.AcquirePermit(t.Context(), "semaphore:s", id, 2, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := o.ReleasePermits("semaphore:s", "a", "x")
+	if got := reply(func(c wire.BufConn) { WriteReleaseCount(c, n, err) }); got != ":1\r\n" {
+		t.Errorf("ZREM of a holder and a stranger: %q", got)
+	}
+	if got := m.take(); got != "release true" {
+		t.Errorf("counted %q", got)
+	}
+	n, err = o.ReleasePermits("semaphore:s", "x")
+	if got := reply(func(c wire.BufConn) { WriteReleaseCount(c, n, err) }); got != ":0\r\n" {
+		t.Errorf("ZREM of a stranger: %q", got)
+	}
+	if got := m.take(); got != "release false" {
+		t.Errorf("counted %q", got)
+	}
+}
+
+// Mixed mode's end of a lock whose mirror shows it ended, on real
+// masters: by its token only, reported when a quorum held it, and never
+// counted as a release (no client asked for one).
+func TestEndLockOp(t *testing.T) {
+	o, m := opOnMasters(t)
+	if _, err := o.Acquire("k", "t", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	m.take()
+	if ok, err := o.EndLock("k", "u"); ok || err != nil {
+		t.Errorf("another token's end: %v %v", ok, err)
+	}
+	if k, err := o.Read([]byte("k")); err != nil || !k.Exists || k.Value != "t" {
+		t.Errorf("after another token's end: %+v %v; want t still holding", k, err)
+	}
+	if ok, err := o.EndLock("k", "t"); !ok || err != nil {
+		t.Errorf("end: %v %v", ok, err)
+	}
+	if k, err := o.Read([]byte("k")); err != nil || k.Exists {
+		t.Errorf("after the end: %+v %v; want absent", k, err)
+	}
+	if got := m.take(); got != "" {
+		t.Errorf("counted %q", got)
+	}
+}
