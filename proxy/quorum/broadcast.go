@@ -59,7 +59,7 @@ type Engine interface {
 
 // Op is one command's call on the quorum: the engine, how long one
 // operation may take at most (Context), proxy.max_lock_value, and where
-// the lock scripts' acquires, extends and releases are counted.
+// its acquires, extends and releases are counted.
 type Op struct {
 	Eng      Engine
 	Timeout  time.Duration
