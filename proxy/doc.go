@@ -36,8 +36,9 @@
 //     GETEX's options, the quorum's reads of a lock key and their replies,
 //     a command sent to every master and the answer a quorum gave, an
 //     operation's context, Go errors to RESP replies, and the recognised
-//     lock scripts' arguments, engine calls and replies; it never sees a
-//     client's session or the backend), called by quorumcmds.go (SET NX
+//     lock scripts' arguments, engine calls and replies; every engine
+//     call of a lock operation and its metrics are its Op's; it never sees
+//     a client's session or the backend), called by quorumcmds.go (SET NX
 //     and its forms, GET, PTTL, EXISTS, DEL, EXPIRE… of lock keys: the
 //     client's engine, leases and mixed mode's mirrors; Server.op, what a
 //     command hands package quorum), payload.go (the bound on what a lock
@@ -58,10 +59,13 @@
 //     semaphore.go (redis-semaphore's counting semaphores, their permit
 //     scripts run by quorum's Op.PermitScript once their TTL is read, and
 //     the sorted-set commands on their keys).
-//   - Native locks: nativecmds.go (LOCK.*: their engine calls on the
-//     fenced locks; their arguments and replies are quorum's
-//     ParseLockAcquire, WriteGrant, WriteLockInfo… in quorum/nativecmds.go),
-//     lockwait.go (WAIT), lease.go (connection-bound leases).
+//   - Native locks: nativecmds.go (LOCK.*: the lock keys, and the waiters
+//     and leases around quorum's calls on the fenced locks; their
+//     arguments, calls and replies are quorum's ParseLockAcquire,
+//     Op.AcquireFenced, Op.ReleaseFenced, WriteGrant, WriteLockInfo… in
+//     quorum/nativecmds.go), lockwait.go (WAIT), lease.go
+//     (connection-bound leases, each renewed and released through the Op
+//     of the command that took it).
 //   - Passthrough: package backend (pooled and pinned backend connections,
 //     RESP2 and RESP3, backend.go; the shared connection plain commands
 //     travel on, mux.go; a Sentinel group as the backend, its connections
