@@ -13,7 +13,8 @@ import (
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
-// Routing of one command on a cluster backend (cluster.go):
+// Routing of one command on a cluster backend (cluster.go; its
+// connections and slot map are backend.Cluster's):
 //
 //   - a command with keys goes to the primary of their slot; keys in
 //     different slots are CROSSSLOT, as the cluster answers, but for
@@ -81,7 +82,7 @@ func (s *Server) clusterKeys(name string, args [][]byte) ([][]byte, error) {
 func slotOf(keys [][]byte) int {
 	slot := -1
 	for _, k := range keys {
-		switch n := keySlot(k); {
+		switch n := backend.KeySlot(k); {
 		case slot == -1:
 			slot = n
 		case n != slot:
@@ -92,11 +93,12 @@ func slotOf(keys [][]byte) int {
 }
 
 // clusterVia is how the commands that one client command makes reach the
-// primaries: on pooled connections, a round trip each (send), or on the
-// nodes' shared connections, pipelined with other clients' (run), as the
-// single backend sends a plain command (forward, forwardShared).
+// primaries: on pooled connections, a round trip each (Cluster.Send), or
+// on the nodes' shared connections, pipelined with other clients'
+// (Cluster.Run), as the single backend sends a plain command (forward,
+// forwardShared).
 type clusterVia struct {
-	cb     *clusterBackend
+	cb     *backend.Cluster
 	resp3  bool // RESP3 connections
 	shared bool // the shared connections
 }
@@ -104,15 +106,15 @@ type clusterVia struct {
 // one runs one command on addr (for slot, -1 for none).
 func (v clusterVia) one(addr string, slot int, args [][]byte) ([]byte, error) {
 	if v.shared {
-		return v.cb.runOne(addr, slot, args, v.resp3)
+		return v.cb.RunOne(addr, slot, args, v.resp3)
 	}
-	return v.cb.send(addr, slot, args, v.resp3)
+	return v.cb.Send(addr, slot, args, v.resp3)
 }
 
 // all runs calls at once.
-func (v clusterVia) all(calls []clusterCall) {
+func (v clusterVia) all(calls []backend.ClusterCall) {
 	if v.shared {
-		v.cb.run(calls, v.resp3)
+		v.cb.Run(calls, v.resp3)
 		return
 	}
 	var wg sync.WaitGroup
@@ -121,7 +123,7 @@ func (v clusterVia) all(calls []clusterCall) {
 		go func() {
 			defer wg.Done()
 			c := &calls[i]
-			c.reply, c.err = v.cb.send(c.addr, c.slot, c.args, v.resp3)
+			c.Reply, c.Err = v.cb.Send(c.Addr, c.Slot, c.Args, v.resp3)
 		}()
 	}
 	wg.Wait()
@@ -133,7 +135,7 @@ var fanOutCommands = map[string]bool{"dbsize": true, "keys": true, "scan": true,
 // clusterDo runs one command (args) on the cluster backend and returns its
 // raw reply.
 func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
-	m, err := s.cl.current()
+	m, err := s.cl.Current()
 	if err != nil {
 		return nil, err
 	}
@@ -152,21 +154,11 @@ func (s *Server) clusterDo(args [][]byte, v clusterVia) ([]byte, error) {
 		// every node's subscribers.
 		return v.one(s.be.Addr(), -1, args)
 	case slot >= -1:
-		return v.one(m.addrOf(slot), slot, args)
+		return v.one(m.AddrOf(slot), slot, args)
 	case splitCommands[name]:
 		return s.splitDo(m, name, args, v)
 	}
 	return []byte(errCrossSlot), nil
-}
-
-// addrOf is the primary a command for slot goes to: its owner, and the
-// first primary for a keyless command (-1) or a slot none serves (which
-// answers CLUSTERDOWN, or MOVED).
-func (m *clusterMap) addrOf(slot int) string {
-	if slot >= 0 && m.owner(slot) != "" {
-		return m.owner(slot)
-	}
-	return m.primaries[0]
 }
 
 // slotPart is the part of a split command for one slot: the positions of
@@ -182,7 +174,7 @@ type slotPart struct {
 // the order of its keys, MSET's OK, the others' counts summed. The first
 // error answered by a part is the reply (the other parts ran: MSET and
 // DEL are not atomic across slots, as on a cluster-aware client).
-func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
+func (s *Server) splitDo(m *backend.SlotMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
 	step := 1
 	if name == "mset" {
 		step = 2
@@ -193,7 +185,7 @@ func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia
 	var parts []*slotPart
 	bySlot := map[int]*slotPart{}
 	for i := 1; i+step-1 < len(args); i += step {
-		sl := keySlot(args[i])
+		sl := backend.KeySlot(args[i])
 		p := bySlot[sl]
 		if p == nil {
 			p = &slotPart{slot: sl, args: [][]byte{args[0]}}
@@ -203,17 +195,17 @@ func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia
 		p.at = append(p.at, i)
 		p.args = append(p.args, args[i:i+step]...)
 	}
-	calls := make([]clusterCall, len(parts))
+	calls := make([]backend.ClusterCall, len(parts))
 	for i, p := range parts {
-		calls[i] = clusterCall{addr: m.addrOf(p.slot), slot: p.slot, args: p.args}
+		calls[i] = backend.ClusterCall{Addr: m.AddrOf(p.slot), Slot: p.slot, Args: p.args}
 	}
 	v.all(calls)
 	replies := make([][]byte, len(parts))
 	for i, c := range calls {
-		if c.err != nil {
-			return nil, c.err
+		if c.Err != nil {
+			return nil, c.Err
 		}
-		replies[i] = c.reply
+		replies[i] = c.Reply
 	}
 	for _, r := range replies {
 		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
@@ -226,7 +218,7 @@ func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia
 	case "mget":
 		vals := make([][]byte, len(args))
 		for i, p := range parts {
-			elems, ok := readElements(replies[i])
+			elems, ok := backend.ReadElements(replies[i])
 			if !ok || len(elems) != len(p.at) {
 				return nil, errors.New("proxy: unexpected MGET reply from a cluster node")
 			}
@@ -256,14 +248,14 @@ func (s *Server) splitDo(m *clusterMap, name string, args [][]byte, v clusterVia
 // joined, FLUSHDB and FLUSHALL on each (the first error, else OK),
 // RANDOMKEY from the primaries in random order until one has a key, SCAN
 // one primary after another (scanCursor).
-func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
+func (s *Server) fanOut(m *backend.SlotMap, name string, args [][]byte, v clusterVia) ([]byte, error) {
 	switch name {
 	case "scan":
 		return s.clusterScan(m, args, v)
 	case "randomkey":
 		var last []byte
-		for _, i := range rand.Perm(len(m.primaries)) {
-			r, err := v.one(m.primaries[i], -1, args)
+		for _, i := range rand.Perm(len(m.Primaries())) {
+			r, err := v.one(m.Primaries()[i], -1, args)
 			if err != nil {
 				return nil, err
 			}
@@ -274,17 +266,17 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia)
 		}
 		return last, nil
 	}
-	calls := make([]clusterCall, len(m.primaries))
-	for i, addr := range m.primaries {
-		calls[i] = clusterCall{addr: addr, slot: -1, args: args}
+	calls := make([]backend.ClusterCall, len(m.Primaries()))
+	for i, addr := range m.Primaries() {
+		calls[i] = backend.ClusterCall{Addr: addr, Slot: -1, Args: args}
 	}
 	v.all(calls)
 	replies := make([][]byte, len(calls))
 	for i, c := range calls {
-		if c.err != nil {
-			return nil, c.err
+		if c.Err != nil {
+			return nil, c.Err
 		}
-		replies[i] = c.reply
+		replies[i] = c.Reply
 	}
 	for _, r := range replies {
 		if len(r) > 0 && (r[0] == '-' || r[0] == '!') {
@@ -303,7 +295,7 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia)
 	case "keys":
 		var all [][]byte
 		for _, r := range replies {
-			elems, ok := readElements(r)
+			elems, ok := backend.ReadElements(r)
 			if !ok {
 				return r, nil
 			}
@@ -329,21 +321,21 @@ func (s *Server) fanOut(m *clusterMap, name string, args [][]byte, v clusterVia)
 // scan, is answered "ERR invalid cursor" or loses SCAN's guarantees.
 const scanNodeBits = 10
 
-func (s *Server) clusterScan(m *clusterMap, args [][]byte, v clusterVia) ([]byte, error) {
+func (s *Server) clusterScan(m *backend.SlotMap, args [][]byte, v clusterVia) ([]byte, error) {
 	if len(args) < 2 {
-		return v.one(m.primaries[0], -1, args) // its error
+		return v.one(m.Primaries()[0], -1, args) // its error
 	}
 	c, err := strconv.ParseUint(string(args[1]), 10, 64)
 	node := int(c & (1<<scanNodeBits - 1))
-	if err != nil || node >= len(m.primaries) {
+	if err != nil || node >= len(m.Primaries()) {
 		return []byte("-ERR invalid cursor\r\n"), nil
 	}
 	a := append([][]byte{args[0], []byte(strconv.FormatUint(c>>scanNodeBits, 10))}, args[2:]...)
-	r, err := v.one(m.primaries[node], -1, a)
+	r, err := v.one(m.Primaries()[node], -1, a)
 	if err != nil {
 		return nil, err
 	}
-	elems, ok := readElements(r)
+	elems, ok := backend.ReadElements(r)
 	if !ok || len(elems) != 2 {
 		return r, nil // an error
 	}
@@ -357,7 +349,7 @@ func (s *Server) clusterScan(m *clusterMap, args [][]byte, v clusterVia) ([]byte
 	switch {
 	case next != 0:
 		out = next<<scanNodeBits | uint64(node)
-	case node+1 < len(m.primaries):
+	case node+1 < len(m.Primaries()):
 		out = uint64(node + 1)
 	}
 	b := redcon.AppendArray(nil, 2)
@@ -381,7 +373,7 @@ func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
 // clusterBatch passes a batch of plain commands through to the cluster
 // backend, their replies written in order, as forwardShared does on one
 // backend: the commands with keys of one slot go to its primary on the
-// node's shared connection (clusterBackend.run), those of the batch bound
+// node's shared connection (backend.Cluster.Run), those of the batch bound
 // for one node together, in their order, every node's at once, in turns
 // of at most backend.MuxMaxBatch commands (whose replies are held at once). A
 // command without keys, with keys of several slots (split or refused) or
@@ -392,22 +384,22 @@ func (s *Server) clusterForward(c redcon.Conn, st *client, args [][]byte) {
 func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command) {
 	s.m.Passthrough.Add(float64(len(batch)))
 	v := clusterVia{cb: s.cl, resp3: st != nil && st.proto == 3, shared: true}
-	m, err := s.cl.current()
+	m, err := s.cl.Current()
 	if err != nil {
 		for _, cmd := range batch {
 			s.clusterReply(c, st, cmd.Args, nil, err)
 		}
 		return
 	}
-	calls := make([]clusterCall, 0, min(len(batch), backend.MuxMaxBatch))
+	calls := make([]backend.ClusterCall, 0, min(len(batch), backend.MuxMaxBatch))
 	first := 0 // calls[0]'s place in batch
 	flush := func() {
 		if len(calls) == 0 {
 			return
 		}
-		s.cl.run(calls, v.resp3)
+		s.cl.Run(calls, v.resp3)
 		for j, call := range calls {
-			s.clusterReply(c, st, batch[first+j].Args, call.reply, call.err)
+			s.clusterReply(c, st, batch[first+j].Args, call.Reply, call.Err)
 		}
 		clear(calls)
 		calls = calls[:0]
@@ -428,7 +420,7 @@ func (s *Server) clusterBatch(c redcon.Conn, st *client, batch []redcon.Command)
 		if len(calls) == 0 {
 			first = i
 		}
-		calls = append(calls, clusterCall{addr: m.addrOf(slot), slot: slot, args: cmd.Args})
+		calls = append(calls, backend.ClusterCall{Addr: m.AddrOf(slot), Slot: slot, Args: cmd.Args})
 	}
 	flush()
 	handOver(c)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/lockscripts"
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
@@ -287,7 +288,7 @@ func (c *Config) Validate() error {
 	if err := checkMasters(c.Redlock.Masters); err != nil {
 		return err
 	}
-	if isClusterAddr(c.Proxy.Backend) {
+	if backend.IsClusterAddr(c.Proxy.Backend) {
 		if err := checkClusterBackend(c); err != nil { // cluster.go
 			return err
 		}

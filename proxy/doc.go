@@ -36,8 +36,9 @@
 //     GETEX's options, the quorum's reads of a lock key and their replies,
 //     a command sent to every master and the answer a quorum gave, an
 //     operation's context, Go errors to RESP replies, and the recognised
-//     lock scripts' arguments, engine calls and replies; it never sees a
-//     client's session or the backend), called by quorumcmds.go (SET NX
+//     lock scripts' arguments, engine calls and replies; every engine
+//     call of a lock operation and its metrics are its Op's; it never sees
+//     a client's session or the backend), called by quorumcmds.go (SET NX
 //     and its forms, GET, PTTL, EXISTS, DEL, EXPIRE… of lock keys: the
 //     client's engine, leases and mixed mode's mirrors; Server.op, what a
 //     command hands package quorum), payload.go (the bound on what a lock
@@ -58,20 +59,26 @@
 //     semaphore.go (redis-semaphore's counting semaphores, their permit
 //     scripts run by quorum's Op.PermitScript once their TTL is read, and
 //     the sorted-set commands on their keys).
-//   - Native locks: nativecmds.go (LOCK.*: their engine calls on the
-//     fenced locks; their arguments and replies are quorum's
-//     ParseLockAcquire, WriteGrant, WriteLockInfo… in quorum/nativecmds.go),
-//     lockwait.go (WAIT), lease.go (connection-bound leases).
+//   - Native locks: nativecmds.go (LOCK.*: the lock keys, and the waiters
+//     and leases around quorum's calls on the fenced locks; their
+//     arguments, calls and replies are quorum's ParseLockAcquire,
+//     Op.AcquireFenced, Op.ReleaseFenced, WriteGrant, WriteLockInfo… in
+//     quorum/nativecmds.go), lockwait.go (WAIT), lease.go
+//     (connection-bound leases, each renewed and released through the Op
+//     of the command that took it).
 //   - Passthrough: package backend (pooled and pinned backend connections,
 //     RESP2 and RESP3, backend.go; the shared connection plain commands
 //     travel on, mux.go; a Sentinel group as the backend, its connections
-//     following its primary, sentinel.go), dispatch.go (forwarding to it),
-//     pubsub.go (a subscribed client's connection and its relay),
-//     tracking.go (client-side caching), keyspace.go (SCAN, KEYS, DBSIZE
-//     with the locks the backend has no key for); a Redis Cluster as the
-//     backend, on package backend's pools: cluster.go (the slot map),
-//     clusterroute.go (one command's node), clustertx.go (transactions,
-//     WATCH, blocking commands).
+//     following its primary, sentinel.go; a Redis Cluster as the backend,
+//     its nodes' connections, slot map and redirects, cluster.go),
+//     dispatch.go (forwarding to it), pubsub.go (a subscribed client's
+//     connection and its relay), tracking.go (client-side caching),
+//     keyspace.go (SCAN, KEYS, DBSIZE with the locks the backend has no
+//     key for); on a Redis Cluster backend: cluster.go (its configuration
+//     check), clusterroute.go (a command's node by its keys, the splits by
+//     slot and the runs on every primary), clustertx.go (transactions,
+//     WATCH, blocking commands on a client's own connection),
+//     clusterinfo.go (INFO merged from every primary).
 //   - Data beside locks (a backend of its own and every key a lock key):
 //     mixed.go (locks mirrored into the backend's keyspace), flush.go
 //     (FLUSHDB and FLUSHALL end the locks whose mirrors they erased).

@@ -321,7 +321,7 @@ func (s *Server) scriptAcquire(st *client, c redcon.Conn, spec *lockscripts.Spec
 	var r engine.AcquireResult
 	var err error
 	if len(keys) == 1 {
-		r, err = s.acquireRaw(st, keys[0], token, ttl)
+		r, err = s.acquireOne(op, keys[0], token, ttl)
 	} else {
 		r, err = op.AcquireAll(keys, token, ttl)
 	}
@@ -430,23 +430,21 @@ func (s *Server) scriptExtend(c redcon.Conn, st *client, spec *lockscripts.Spec,
 	if spec.AddIf(argv) {
 		mode = engine.ExtendAdd
 	}
+	op := s.op(st)
 	if s.mixed() {
-		ctx, cancel := s.opContext()
-		defer cancel()
 		// The application's keyspace decides whether the lock is still
 		// there, as on one Redis; the quorum, whether it is extended.
 		switch m := s.mirrorState(st, key, token); {
 		case m == -1:
-			_, _ = s.eng(st).Release(ctx, key, token) // data took its place: the lock ended
+			_, _ = op.EndLock(key, token) // data took its place: the lock ended
 			quorum.WriteSpec(c, spec.NotOwned)
 			return
 		case m == 0 && mode != engine.ExtendClaim:
-			_, _ = s.eng(st).Release(ctx, key, token) // renamed, expired or lost there: ended
+			_, _ = op.EndLock(key, token) // renamed, expired or lost there: ended
 			quorum.WriteSpec(c, spec.Absent)
 			return
 		}
 	}
-	op := s.op(st)
 	r, extended, err := op.Extend(key, token, ttl, mode)
 	if extended && s.mixed() {
 		s.mirrorExtend(st, key, token, ttl.Milliseconds(), mode == engine.ExtendAdd)

@@ -80,9 +80,10 @@ func (s *Server) mirroredLocks(st *client) map[string]string {
 }
 
 // endMirrored releases each lock (key → token) by its token on every
-// master, a few at once, and counts those a quorum released.
+// master (quorum.Op.EndLock), a few at once, and counts those a quorum
+// released.
 func (s *Server) endMirrored(st *client, locks map[string]string) int {
-	rl := s.eng(st)
+	op := s.op(st)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 16)
@@ -93,9 +94,7 @@ func (s *Server) endMirrored(st *client, locks map[string]string) int {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			ctx, cancel := s.opContext()
-			defer cancel()
-			if r, err := rl.Release(ctx, k, tok); err == nil && r.Released(rl.Quorum()) {
+			if released, _ := op.EndLock(k, tok); released {
 				mu.Lock()
 				ended++
 				mu.Unlock()

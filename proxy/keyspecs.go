@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-proxy/redlock-proxy/proxy/backend"
 	"github.com/redlock-proxy/redlock-proxy/proxy/wire"
 )
 
@@ -126,7 +127,9 @@ func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 	return v, nil
 }
 
-var errBackendUnreachable = errors.New("passthrough backend unreachable")
+// errBackendUnreachable fails a command for which no backend connection
+// could be had, on one Redis or a cluster.
+var errBackendUnreachable = backend.ErrUnreachable
 
 // load reads the backend's COMMAND reply once (Serve starts it); a
 // failure is tried again after loadRetry.

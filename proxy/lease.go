@@ -9,7 +9,6 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/proxy/quorum"
-	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
 
 // Connection-bound leases: LOCK.ACQUIRE key LEASE takes the lock with
@@ -54,7 +53,7 @@ type leaseSet struct {
 var leaseEpoch = time.Now()
 
 type lease struct {
-	rl         *engine.Client // its database's (databases.go)
+	op         quorum.Op // its calls on the quorum, with its database's engine (databases.go)
 	db         int
 	key, token string
 	stop       chan struct{} // closed: release the lock and end
@@ -197,10 +196,11 @@ func (ls *leaseSet) closeAll(release bool) {
 // acquireLease grants a lock bound to the client's connection.
 func (s *Server) acquireLease(c redcon.Conn, st *client, o quorum.LockAcquire) {
 	o.TTL = s.cfg.Proxy.LeaseTTL.Duration
-	g, err := s.acquireNative(s.eng(st), c, o)
+	op := s.op(st)
+	g, err := s.acquireNative(op, c, o)
 	if g != nil {
 		now := time.Now()
-		l := &lease{rl: s.eng(st), db: s.dbOf(st).n, key: o.Key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
+		l := &lease{op: op, db: s.dbOf(st).n, key: o.Key, token: g.Token, stop: make(chan struct{}), cancel: make(chan struct{}),
 			due: now.Add(g.Validity - o.TTL/3)}
 		ls := st.leasesOf(func() { _ = c.NetConn().Close() })
 		if !ls.add(l) {
@@ -241,7 +241,7 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 			ls.lapse() // closed by the proxy: its cancel comes next, and the lock expires
 			continue
 		}
-		v, ok, err := s.extendNative(l.rl, l.key, l.token, ttl)
+		v, ok, err := l.op.ExtendFenced(l.key, l.token, ttl)
 		switch {
 		case ok:
 			expires = time.Now().Add(v)
@@ -277,9 +277,7 @@ func (s *Server) renewLease(ls *leaseSet, l *lease, ttl time.Duration) {
 func (s *Server) releaseLease(l *lease, expires time.Time) {
 	wait := 100 * time.Millisecond
 	for tries := 1; ; tries++ {
-		ctx, cancel := s.opContext()
-		r, err := l.rl.ReleaseFencedAll(ctx, l.key, l.token)
-		cancel()
+		r, err := l.op.ReleaseFencedAll(l.key, l.token)
 		if r.Freed {
 			s.waits.wake(l.key)
 		}

@@ -16,10 +16,11 @@ import (
 // The native lock commands: LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND and
 // LOCK.INFO. Their locks are ordinary lock keys holding the token (GET and
 // the unlock scripts see them), with a fencing number and a hold count kept
-// beside them on every master (engine.FenceKeys). Their arguments and
-// replies are package quorum's (quorum/nativecmds.go); here are the engine
-// calls, with the session's part: leases (lease.go), waiters
-// (lockwait.go), the lock keys.
+// beside them on every master (engine.FenceKeys). Their arguments, their
+// calls on the quorum and their replies are package quorum's
+// (quorum/nativecmds.go: Op.AcquireFenced, Op.ReleaseFenced…); here is
+// the session's part: leases (lease.go), waiters (lockwait.go: a release
+// that frees the key wakes the head waiter), the lock keys.
 
 // nativeKey checks that key may carry a native lock, and answers the error
 // if not.
@@ -60,25 +61,25 @@ func cmdLockAcquire(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		s.acquireLease(c, st, o)
 		return replied
 	}
-	g, err := s.acquireNative(s.eng(st), c, o)
+	op := s.op(st)
+	g, err := s.acquireNative(op, c, o)
 	if errors.Is(err, errWaiterGone) {
 		return replied
 	}
 	if g != nil && o.Wait > 0 && clientGone(c) {
-		s.undoGrant(s.eng(st), o.Key, g) // granted after the client left: nobody will use or release it
+		s.undoGrant(op, o.Key, g) // granted after the client left: nobody will use or release it
 		return replied
 	}
 	quorum.WriteGrant(c, g, err)
 	return replied
 }
 
-// undoGrant gives back the hold a grant added: one hold, so that a
-// reentrant grant leaves the holds that other grants of the token added
-// (its holder may be another connection).
-func (s *Server) undoGrant(rl *engine.Client, key string, g *engine.FenceGrant) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	if r, err := rl.ReleaseFenced(ctx, key, g.Token); err == nil && r.Freed {
+// undoGrant gives back the hold a grant added (quorum.Op.UndoGrant): one
+// hold, so that a reentrant grant leaves the holds that other grants of
+// the token added (its holder may be another connection). When that frees
+// the key, a waiter is woken.
+func (s *Server) undoGrant(op quorum.Op, key string, g *engine.FenceGrant) {
+	if r, err := op.UndoGrant(key, g); err == nil && r.Freed {
 		s.waits.wake(key)
 	}
 }
@@ -94,35 +95,21 @@ func clientGone(c redcon.Conn) bool {
 // WAIT whose token already holds the key is granted at once, ahead of the
 // waiters: they wait for that token's holds to end anyway, and a nested
 // lock would otherwise wait for itself.
-func (s *Server) acquireNative(rl *engine.Client, c redcon.Conn, o quorum.LockAcquire) (*engine.FenceGrant, error) {
+func (s *Server) acquireNative(op quorum.Op, c redcon.Conn, o quorum.LockAcquire) (*engine.FenceGrant, error) {
 	if o.Wait <= 0 {
-		g, _, err := s.fencedOnce(rl, o)
-		return g, err
+		r, err := op.AcquireFenced(o)
+		return r.Grant, err
 	}
 	if o.Reentrant {
-		ctx, cancel := s.opContext()
-		start := time.Now()
-		r, err := rl.ReenterFenced(ctx, o.Key, o.Token, o.TTL)
-		cancel()
-		if r.Grant != nil {
-			s.m.Acquire(err, time.Since(start))
-			return r.Grant, nil
+		if g, _ := op.ReenterFenced(o); g != nil {
+			return g, nil
 		}
 	}
 	gone := func() bool { return clientGone(c) }
 	return s.waits.acquire(o.Key, o.Wait, s.cfg.Proxy.LockWaitPoll.Duration, gone, func() (*engine.FenceGrant, time.Duration, error) {
-		return s.fencedOnce(rl, o)
+		r, err := op.AcquireFenced(o)
+		return r.Grant, r.RetryIn, err
 	})
-}
-
-// fencedOnce is one fenced acquire, counted in the acquire metrics.
-func (s *Server) fencedOnce(rl *engine.Client, o quorum.LockAcquire) (*engine.FenceGrant, time.Duration, error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	start := time.Now()
-	r, err := rl.AcquireFenced(ctx, o.Key, o.Token, o.TTL, o.Reentrant)
-	s.m.Acquire(err, time.Since(start))
-	return r.Grant, r.RetryIn, err
 }
 
 // cmdLockRelease gives back one hold of the token: 1 when a quorum held
@@ -132,24 +119,16 @@ func cmdLockRelease(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return replied
 	}
-	ok, freed, err := s.releaseNative(s.eng(st), string(args[1]), string(args[2]))
-	if ls := st.leases.Load(); ls != nil && freed {
-		ls.drop(s.dbOf(st).n, string(args[1]), string(args[2]))
-	}
-	quorum.WriteLockReleased(c, ok, err)
-	return replied
-}
-
-func (s *Server) releaseNative(rl *engine.Client, key, token string) (released, freed bool, err error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	start := time.Now()
-	r, err := rl.ReleaseFenced(ctx, key, token)
-	s.m.Release(r.Released, err, time.Since(start))
+	key, token := string(args[1]), string(args[2])
+	r, err := s.op(st).ReleaseFenced(key, token)
 	if r.Freed {
 		s.waits.wake(key)
+		if ls := st.leases.Load(); ls != nil {
+			ls.drop(s.dbOf(st).n, key, token)
+		}
 	}
-	return r.Released, r.Freed, err
+	quorum.WriteLockReleased(c, r.Released, err)
+	return replied
 }
 
 // cmdLockExtend sets the lock's TTL: the new validity in ms, or 0 when the
@@ -163,18 +142,9 @@ func cmdLockExtend(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return replied
 	}
-	v, ok, err := s.extendNative(s.eng(st), string(args[1]), string(args[2]), ttl)
+	v, ok, err := s.op(st).ExtendFenced(string(args[1]), string(args[2]), ttl)
 	quorum.WriteLockExtended(c, v, ok, err)
 	return replied
-}
-
-func (s *Server) extendNative(rl *engine.Client, key, token string, ttl time.Duration) (time.Duration, bool, error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	start := time.Now()
-	v, ok, err := rl.ExtendFenced(ctx, key, token, ttl)
-	s.m.Extend(ok, err, time.Since(start))
-	return v, ok, err
 }
 
 // cmdLockInfo answers a flat map: token, fence, validity, holds (the
@@ -186,9 +156,7 @@ func cmdLockInfo(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 	if !s.nativeKey(c, args[1]) || s.oversized(c, args[1:]) {
 		return replied
 	}
-	ctx, cancel := s.opContext()
-	defer cancel()
-	info, err := s.eng(st).InfoFenced(ctx, string(args[1]))
+	info, err := s.op(st).InfoFenced(string(args[1]))
 	quorum.WriteLockInfo(c, info, err)
 	return replied
 }

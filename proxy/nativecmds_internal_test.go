@@ -24,7 +24,7 @@ func TestUndoGrantGivesBackOneHold(t *testing.T) {
 	if err != nil || left.Grant.Holds != 2 {
 		t.Fatalf("reentry: %+v %v", left.Grant, err)
 	}
-	s.undoGrant(s.rl, "k", left.Grant)
+	s.undoGrant(s.op(nil), "k", left.Grant)
 	info, err := s.rl.InfoFenced(ctx, "k")
 	if err != nil || info.Token == nil || *info.Token != "t" || info.Holds != 1 {
 		t.Fatalf("after the undo: %+v %v; want t still holding, 1 hold (held with fence %d)", info, err, held.Grant.Fence)

@@ -114,20 +114,17 @@ func cmdSetNX(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 // acquire runs a quorum acquire and answers through reply, or with the
 // previous value for SET … NX GET.
 func (s *Server) acquire(st *client, c redcon.Conn, key, value string, ttl time.Duration, get bool, reply func(ok bool)) {
-	r, err := s.acquireRaw(st, key, value, ttl)
+	r, err := s.acquireOne(s.op(st), key, value, ttl)
 	if err != nil && s.mixed() {
 		s.mirrorRelease(st, key, value) // taken first (mirrorTaken)
 	}
 	quorum.WriteAcquired(c, r, err, get, int(s.cfg.Proxy.MaxLockValue), reply)
 }
 
-// acquireRaw runs a quorum acquire and counts its outcome.
-func (s *Server) acquireRaw(st *client, key, value string, ttl time.Duration) (engine.AcquireResult, error) {
-	ctx, cancel := s.opContext()
-	defer cancel()
-	start := time.Now()
-	r, err := s.eng(st).AcquireGet(ctx, key, value, ttl)
-	s.m.Acquire(err, time.Since(start))
+// acquireOne runs a quorum acquire of one key (quorum.Op.Acquire, which
+// counts it) and logs one refused for want of a quorum.
+func (s *Server) acquireOne(op quorum.Op, key, value string, ttl time.Duration) (engine.AcquireResult, error) {
+	r, err := op.Acquire(key, value, ttl)
 	if errors.Is(err, engine.ErrNoQuorum) {
 		s.log.Debug().Str("key", key).Err(err).Msg("acquire refused: no quorum")
 	}

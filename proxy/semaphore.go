@@ -125,16 +125,8 @@ func cmdSortedSet(s *Server, c redcon.Conn, st *client, args [][]byte) route {
 		wrongArgs(c, name)
 	case s.oversized(c, args[1:]):
 	default:
-		ctx, cancel := s.opContext()
-		defer cancel()
-		start := time.Now()
-		n, err := s.eng(st).ReleasePermit(ctx, string(args[1]), strs(args[2:])...)
-		s.m.Release(n > 0, err, time.Since(start))
-		if err != nil {
-			quorum.WriteErr(c, err)
-			return replied
-		}
-		c.WriteInt(n)
+		n, err := s.op(st).ReleasePermits(string(args[1]), strs(args[2:])...)
+		quorum.WriteReleaseCount(c, n, err)
 	}
 	return replied
 }

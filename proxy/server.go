@@ -79,9 +79,10 @@ type Server struct {
 	db0  *database
 	dbMu sync.Mutex
 	dbs  map[int]*database
-	// cl routes passthrough to a Redis Cluster (cluster.go); nil for one
+	// cl routes passthrough to a Redis Cluster (backend.Cluster,
+	// clusterroute.go); nil for one
 	// Redis.
-	cl *clusterBackend
+	cl *backend.Cluster
 }
 
 // New validates cfg and returns a Server that has not started listening.
@@ -100,10 +101,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	}
 	beAddr := cfg.backendAddr()
 	var seeds []string
-	if isClusterAddr(beAddr) {
+	if backend.IsClusterAddr(beAddr) {
 		// The backend's own uses of one node (subscriptions, COMMAND,
 		// SELECT's check) go to the first seed; commands are routed.
-		seeds, _ = parseClusterAddr(beAddr)
+		seeds, _ = backend.ParseClusterAddr(beAddr)
 		beAddr = seeds[0]
 	}
 	s := &Server{
@@ -132,7 +133,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	s.idleTimeout.Store(int64(cfg.Proxy.IdleTimeout.Duration))
 	s.writeTimeout.Store(int64(cfg.Proxy.WriteTimeout.Duration))
 	if seeds != nil {
-		s.cl = newClusterBackend(seeds, creds.provider(cfg.backendAddr()), s.passthroughTimeout, cfg.Redlock.TLS)
+		s.cl = backend.NewCluster(backend.ClusterOptions{Seeds: seeds, Identity: creds.provider(cfg.backendAddr()), Timeout: s.passthroughTimeout, TLS: cfg.Redlock.TLS})
 	}
 	s.m = admin.NewMetrics(admin.Source{
 		Engine: rl, Clients: s.clients.Load, MaxClients: s.maxClients.Load, GuardWindow: s.guardWindow,
@@ -279,7 +280,7 @@ func (s *Server) Close() error {
 		sb.Close()
 	}
 	if s.cl != nil {
-		s.cl.close()
+		s.cl.Close()
 	}
 	return errors.Join(err, s.rl.Close(), s.closeDatabases())
 }

@@ -35,6 +35,7 @@ type Engine interface {
 	Extend(ctx context.Context, key, value string, ttl time.Duration, mode engine.ExtendMode) (engine.ExtendResult, bool, error)
 	ExtendAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	NoteTTL(key string, ttl time.Duration) (*engine.TTLWrite, error)
+	AcquireGet(ctx context.Context, key, value string, ttl time.Duration) (engine.AcquireResult, error)
 	AcquireAll(ctx context.Context, keys []string, value string, ttl time.Duration) (engine.AcquireResult, error)
 	Reacquire(ctx context.Context, keys []string, value string, ttl time.Duration, h engine.Holder) (engine.ExtendResult, bool, error)
 	AcquireRW(ctx context.Context, key, token string, ttl time.Duration, shared bool) (*engine.Lock, error)
@@ -48,11 +49,17 @@ type Engine interface {
 	ExtendHash(ctx context.Context, key, holder string, ttl time.Duration) (engine.ExtendResult, bool, error)
 	ReleaseHash(ctx context.Context, key, holder string, ttl time.Duration, latch string) (engine.HashRelease, error)
 	ExtendHashBatch(ctx context.Context, keys, holders []string, ttl time.Duration) ([]bool, error)
+	AcquireFenced(ctx context.Context, key, token string, ttl time.Duration, reentrant bool) (engine.FenceResult, error)
+	ReenterFenced(ctx context.Context, key, token string, ttl time.Duration) (engine.FenceResult, error)
+	ReleaseFenced(ctx context.Context, key, token string) (engine.FenceRelease, error)
+	ReleaseFencedAll(ctx context.Context, key, token string) (engine.FenceRelease, error)
+	ExtendFenced(ctx context.Context, key, token string, ttl time.Duration) (time.Duration, bool, error)
+	InfoFenced(ctx context.Context, key string) (engine.FenceInfo, error)
 }
 
 // Op is one command's call on the quorum: the engine, how long one
 // operation may take at most (Context), proxy.max_lock_value, and where
-// the lock scripts' acquires, extends and releases are counted.
+// its acquires, extends and releases are counted.
 type Op struct {
 	Eng      Engine
 	Timeout  time.Duration

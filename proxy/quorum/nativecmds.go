@@ -13,11 +13,11 @@ import (
 )
 
 // The native lock commands (LOCK.ACQUIRE, LOCK.RELEASE, LOCK.EXTEND,
-// LOCK.INFO): their arguments and their replies. Package proxy's
-// nativecmds.go runs them on the fenced locks of the client's engine
-// (engine.Client.AcquireFenced…), with what needs the session or the
-// proxy's own state: leases (lease.go), waiters (lockwait.go), the lock
-// keys.
+// LOCK.INFO): their arguments, their calls on the fenced locks of the
+// client's engine (Op.AcquireFenced…, engine.Client.AcquireFenced…) and
+// their replies. Package proxy's nativecmds.go calls them, with what needs
+// the session or the proxy's own state: leases (lease.go), waiters
+// (lockwait.go, woken by a release that frees the key), the lock keys.
 
 // LockAcquire is LOCK.ACQUIRE's arguments.
 type LockAcquire struct {
@@ -97,6 +97,87 @@ func ParseLockExtend(arg []byte) (ttl time.Duration, msg string) {
 		return 0, "ERR invalid expire time in 'lock.extend' command"
 	}
 	return time.Duration(ms) * time.Millisecond, ""
+}
+
+// AcquireFenced is one fenced acquire of a.Key for a.Token with a.TTL,
+// reentrant when a.Reentrant says so (engine.Client.AcquireFenced),
+// counted in o.Metrics. A refused one's RetryIn says when the holder's
+// copies would expire.
+func (o Op) AcquireFenced(a LockAcquire) (engine.FenceResult, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.AcquireFenced(ctx, a.Key, a.Token, a.TTL, a.Reentrant)
+	o.Metrics.Acquire(err, time.Since(start))
+	return r, err
+}
+
+// ReenterFenced grants a.Key again to a.Token when the token holds it
+// already (engine.Client.ReenterFenced): a reentrant acquire that waits
+// (WAIT) is granted ahead of the waiters this way. It is counted in
+// o.Metrics as an acquire only when granted: a refused one goes on to
+// wait its turn, whose acquires are counted.
+func (o Op) ReenterFenced(a LockAcquire) (*engine.FenceGrant, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.ReenterFenced(ctx, a.Key, a.Token, a.TTL)
+	if r.Grant != nil {
+		o.Metrics.Acquire(err, time.Since(start))
+	}
+	return r.Grant, err
+}
+
+// ReleaseFenced gives back one hold of key by token
+// (engine.Client.ReleaseFenced), counted in o.Metrics: r.Released when a
+// quorum held the token, r.Freed when that was its last hold and the key
+// is free (the caller wakes whoever waits for it).
+func (o Op) ReleaseFenced(key, token string) (engine.FenceRelease, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.ReleaseFenced(ctx, key, token)
+	o.Metrics.Release(r.Released, err, time.Since(start))
+	return r, err
+}
+
+// UndoGrant gives back the hold a grant g of key added, and that alone,
+// so that a reentrant grant leaves the holds other grants of its token
+// added (engine.Client.ReleaseFenced). It is not counted: no client asked
+// for it (the grant's client left before it was answered).
+func (o Op) UndoGrant(key string, g *engine.FenceGrant) (engine.FenceRelease, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.Eng.ReleaseFenced(ctx, key, g.Token)
+}
+
+// ReleaseFencedAll gives back every hold of key by token at once
+// (engine.Client.ReleaseFencedAll): a lease's release when its client has
+// gone. It is not counted: no client asked for it.
+func (o Op) ReleaseFencedAll(key, token string) (engine.FenceRelease, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.Eng.ReleaseFencedAll(ctx, key, token)
+}
+
+// ExtendFenced sets key's TTL to ttl where token holds it
+// (engine.Client.ExtendFenced), counted in o.Metrics: the new validity,
+// and whether a quorum extended it.
+func (o Op) ExtendFenced(key, token string, ttl time.Duration) (time.Duration, bool, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	v, ok, err := o.Eng.ExtendFenced(ctx, key, token, ttl)
+	o.Metrics.Extend(ok, err, time.Since(start))
+	return v, ok, err
+}
+
+// InfoFenced reads key's fenced lock on every master
+// (engine.Client.InfoFenced), for WriteLockInfo.
+func (o Op) InfoFenced(key string) (engine.FenceInfo, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	return o.Eng.InfoFenced(ctx, key)
 }
 
 // WriteGrant answers LOCK.ACQUIRE: [token, fencing number, validity ms],

@@ -132,7 +132,8 @@ func (o Op) ReleaseAll(keys []string, token string) (int, error) {
 	return n, err
 }
 
-// WriteReleaseCount answers ReleaseAll's count (n, or err).
+// WriteReleaseCount answers ReleaseAll's count (n, or err), and ZREM's of
+// a semaphore's permits (ReleasePermits).
 func WriteReleaseCount(c redcon.Conn, n int, err error) {
 	if err != nil {
 		WriteErr(c, err)
@@ -463,4 +464,30 @@ func (o Op) PermitScript(c redcon.Conn, spec *lockscripts.Spec, key, token strin
 		o.Metrics.Extend(extended, err, time.Since(start))
 		AnswerSpec(c, spec, extended, err)
 	}
+}
+
+// ReleasePermits is ZREM of a semaphore's permits: each member removed
+// from every master (engine.Client.ReleasePermit), counted in o.Metrics as
+// one release. It returns how many of them a quorum held (the semaphore's
+// limit, and so its own quorum, is not known here), for WriteReleaseCount.
+func (o Op) ReleasePermits(key string, members ...string) (int, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	n, err := o.Eng.ReleasePermit(ctx, key, members...)
+	o.Metrics.Release(n > 0, err, time.Since(start))
+	return n, err
+}
+
+// EndLock deletes key from every master where it holds token
+// (engine.Client.Release), as Release does, without counting it: where
+// the backend holds data beside the locks (proxy/mixed.go, flush.go), the
+// proxy ends a lock so when the lock's mirror shows that it ended there
+// (data took its place, it expired or was renamed, a flush erased it); no
+// client asked for a release. It reports whether a quorum held the token.
+func (o Op) EndLock(key, token string) (bool, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	r, err := o.Eng.Release(ctx, key, token)
+	return err == nil && r.Released(o.Eng.Quorum()), err
 }

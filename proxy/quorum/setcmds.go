@@ -2,11 +2,25 @@ package quorum
 
 import (
 	"errors"
+	"time"
 
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-proxy/redlock-proxy/redlock/engine"
 )
+
+// Acquire is a quorum acquire of one key: SET … NX, SETNX, and an acquire
+// script of one key (engine.Client.AcquireGet), counted in o.Metrics; an
+// acquire not granted returns the value a quorum holds (Prev), for SET …
+// NX GET and a reclaiming script. Several keys are AcquireAll's.
+func (o Op) Acquire(key, value string, ttl time.Duration) (engine.AcquireResult, error) {
+	ctx, cancel := Context(o.Timeout)
+	defer cancel()
+	start := time.Now()
+	r, err := o.Eng.AcquireGet(ctx, key, value, ttl)
+	o.Metrics.Acquire(err, time.Since(start))
+	return r, err
+}
 
 // WriteAcquired answers a quorum acquire of SET … NX or SETNX (r, err):
 // through reply whether it was granted, or with get (SET … NX GET) the
