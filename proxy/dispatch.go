@@ -16,15 +16,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	e := lookup(cmd.Args[0])
-	if !st.authed && s.authRequired() {
-		if name := nameOf(e, cmd.Args[0]); !preAuth(name, cmd.Args) {
-			if name == "hello" {
-				c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
-			} else {
-				c.WriteError("NOAUTH Authentication required.")
-			}
-			return
-		}
+	if !st.authed && s.authRequired() && refusedBeforeAuth(c, e, cmd.Args) {
+		return
 	}
 	if st.user != "" && s.userGone(st) {
 		// A reload removed its user: closed, as Redis closes the
@@ -46,24 +39,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	if st.multi {
 		if name := nameOf(e, cmd.Args[0]); !queueable(name) {
-			if st.pinned == nil && (st.sub == nil || !st.sub.resp3) {
-				// Its backend connection failed (cmdMulti, lostPinned):
-				// the transaction is aborted, nothing runs.
-				st.dirty = true
-				c.WriteError(errPinnedLost)
-				return
-			}
-			if msg := s.multiRefusal(st, name, cmd.Args); msg != "" {
-				st.dirty = true
-				c.WriteError(msg)
-				return
-			}
-			// Queued on the client's backend connection.
-			if e == nil || !e.has(fReleases) {
-				keepInput(c)
-			}
-			s.noteQueued(st, name, cmd.Args)
-			s.forward(c, st, cmd.Args, false)
+			s.queueInMulti(c, st, e, name, cmd.Args)
 			return
 		}
 	} else if s.plainPassthrough(st, e, cmd.Args) || s.batchedRead(c, st, e, cmd.Args) {
@@ -107,6 +83,48 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if tracking && st.sub != nil && st.sub.tracking {
 		s.invalidateLockKeys(c, e.name, cmd.Args)
 	}
+}
+
+// refusedBeforeAuth answers, as Redis does, a command (e: its row, or nil)
+// that a client must not send before it authenticates (preAuth), and
+// reports whether it did.
+func refusedBeforeAuth(c redcon.Conn, e *command, args [][]byte) bool {
+	name := nameOf(e, args[0])
+	if preAuth(name, args) {
+		return false
+	}
+	if name == "hello" {
+		c.WriteError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+	} else {
+		c.WriteError("NOAUTH Authentication required.")
+	}
+	return true
+}
+
+// queueInMulti queues a command of the client st, in MULTI, on its backend
+// connection (name: the command's, which the proxy does not handle itself
+// in MULTI: queueable). Refused (its backend connection was lost, or
+// multiRefusal), it aborts the transaction instead: st.dirty, EXEC will
+// answer EXECABORT.
+func (s *Server) queueInMulti(c redcon.Conn, st *client, e *command, name string, args [][]byte) {
+	if st.pinned == nil && (st.sub == nil || !st.sub.resp3) {
+		// Its backend connection failed (cmdMulti, lostPinned):
+		// the transaction is aborted, nothing runs.
+		st.dirty = true
+		c.WriteError(errPinnedLost)
+		return
+	}
+	if msg := s.multiRefusal(st, name, args); msg != "" {
+		st.dirty = true
+		c.WriteError(msg)
+		return
+	}
+	// Queued on the client's backend connection.
+	if e == nil || !e.has(fReleases) {
+		keepInput(c)
+	}
+	s.noteQueued(st, name, args)
+	s.forward(c, st, args, false)
 }
 
 // plainPassthrough reports whether a command of the client st (e, its
