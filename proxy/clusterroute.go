@@ -448,12 +448,5 @@ func (s *Server) clusterValue(args [][]byte, shared bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := wire.ParseValue(raw)
-	if err != nil {
-		return nil, err
-	}
-	if er, ok := v.(wire.ErrorReply); ok {
-		return nil, er
-	}
-	return v, nil
+	return wire.ParseResult(raw)
 }

@@ -116,15 +116,9 @@ func (s *Server) backendValue(st *client, args [][]byte) (any, error) {
 			return nil, err
 		}
 	}
-	v, err := wire.ParseValue(raw)
-	be.Put(bc)
-	if err != nil {
-		return nil, err
-	}
-	if er, ok := v.(wire.ErrorReply); ok {
-		return nil, er
-	}
-	return v, nil
+	v, err := wire.ParseResult(raw)
+	be.Put(bc) // after the parse: raw may be the connection's buffer
+	return v, err
 }
 
 // errBackendUnreachable fails a command for which no backend connection

@@ -321,13 +321,10 @@ func (cb *Cluster) readSlots(addr string) (*SlotMap, error) {
 		bc.Close()
 		return nil, err
 	}
-	v, err := wire.ParseValue(raw)
+	v, err := wire.ParseResult(raw)
 	be.Put(bc)
 	if err != nil {
 		return nil, err
-	}
-	if er, ok := v.(wire.ErrorReply); ok {
-		return nil, er
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	m := &SlotMap{}

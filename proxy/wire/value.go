@@ -21,6 +21,19 @@ func ParseValue(b []byte) (any, error) {
 	return parseValue(bufio.NewReader(bytes.NewReader(b)))
 }
 
+// ParseResult is ParseValue for a command's result: an error reply is
+// returned as the error (its ErrorReply), with no value.
+func ParseResult(b []byte) (any, error) {
+	v, err := ParseValue(b)
+	if err != nil {
+		return nil, err
+	}
+	if er, ok := v.(ErrorReply); ok {
+		return nil, er
+	}
+	return v, nil
+}
+
 func parseValue(r *bufio.Reader) (any, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {

@@ -61,3 +61,15 @@ func TestParseValueAcrossBufferRefills(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+func TestParseResult(t *testing.T) {
+	if v, err := ParseResult([]byte("*1\r\n:1\r\n")); err != nil || !reflect.DeepEqual(v, []any{int64(1)}) {
+		t.Errorf("an array: %#v, %v", v, err)
+	}
+	if v, err := ParseResult([]byte("-ERR no\r\n")); v != nil || err != ErrorReply("ERR no") {
+		t.Errorf("an error reply: %#v, %v; want nil and the reply as the error", v, err)
+	}
+	if v, err := ParseResult([]byte("$3\r\nab")); v != nil || err == nil {
+		t.Errorf("a short reply: %#v, %v; want nil and an error", v, err)
+	}
+}
