@@ -86,9 +86,9 @@ func TestRueidis(t *testing.T) {
 	if n, err := unlock.Exec(ctx, c, []string{key}, []string{"t1"}).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("unlock: %d %v", n, err)
 	}
-	if n := s.Holders(key, "t1"); n != 0 {
-		t.Fatalf("the released lock is on %d masters", n)
-	}
+	// The release is decided by a quorum; the last master's delete may
+	// land just after the reply, as TestGoRedsync allows for its unlock.
+	eventuallyHolders(t, s, key, "t1", 0)
 	h := "compat:rueidis:h"
 	if err := c.Do(ctx, c.B().Hset().Key(h).FieldValue().FieldValue("a", "1").Build()).Error(); err != nil {
 		t.Fatal(err)
